@@ -1,0 +1,206 @@
+"""The vocabulary of the decision core: what goes into ``decide()`` and what comes out.
+
+A :class:`Snapshot` is the whole state the core may look at (nodes, running and pending
+workloads, charged usage over the lookback window). A :class:`Decision` is everything it
+concludes: actions for the shell to apply, and for every workload a status that explains
+itself with the numbers that produced it. Both shells (the simulator and the Kubernetes
+reconciler) build snapshots and apply actions; neither decides anything itself.
+
+All times are seconds on one clock chosen by the shell (epoch seconds in the cluster,
+simulated seconds in the simulator). All objects are frozen and hashable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, Mapping, Union
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A workload's scheduling contract, already parsed and checked.
+
+    ``budget`` is the leaf charged, or ``None`` for unallocated (free) work: no budget label,
+    min runtime 0, or a budget the workload may not charge. ``requested_budget`` keeps what
+    the label asked for, and ``note`` says why it is unallocated when it is.
+    """
+
+    budget: str | None
+    min_runtime_s: float
+    resumable: bool = True
+    priority: int = 0
+    gpus_per_pod: int = 1
+    pods: int = 1
+    cluster: str | None = None
+    requested_budget: str | None = None
+    note: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_pod * self.pods
+
+    @property
+    def allocated(self) -> bool:
+        return self.budget is not None and self.min_runtime_s > 0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A unit of work (a Job / a trace task). ``invalid`` holds why its contract was refused;
+    ``decide()`` then rejects it."""
+
+    id: str
+    contract: Contract
+    submitted_at: float
+    owner: str = ""
+    invalid: str | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Whole GPUs on nodes: ``((node, gpus), ...)`` sorted by node name."""
+
+    assignments: tuple[tuple[str, int], ...]
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.assignments)
+
+    @property
+    def gpus(self) -> int:
+        return sum(g for _, g in self.assignments)
+
+
+@dataclass(frozen=True)
+class Running:
+    """A workload that holds GPUs. ``started_at`` is the start of its current run (it resets
+    when a preempted workload is admitted again); ``protected_until`` is ``started_at +
+    min_runtime`` for allocated work and ``started_at`` for unallocated work."""
+
+    workload: Workload
+    placement: Placement
+    started_at: float
+    protected_until: float
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A schedulable host. ``healthy`` is False when a health condition or maintenance marker
+    is set; ``cordoned`` is True when the node already refuses new work."""
+
+    name: str
+    cluster: str
+    gpus: int
+    domain: str
+    healthy: bool = True
+    cordoned: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state ``decide()`` sees. ``usage`` is charged, billing-weighted GPU-seconds per leaf
+    over the lookback window ending at ``now`` (leaves absent from it used nothing)."""
+
+    nodes: tuple[NodeState, ...]
+    running: tuple[Running, ...]
+    pending: tuple[Workload, ...]
+    usage: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+
+# ---------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Admit:
+    workload_id: str
+    placement: Placement
+    reason: str
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Stop a running workload and return it to the queue (``requeue``: it is resumable or
+    will restart from scratch). ``preemptor`` is the workload that needs the GPUs, or None for
+    a drain eviction."""
+
+    workload_id: str
+    preemptor: str | None
+    reason: str
+    requeue: bool = True
+
+
+@dataclass(frozen=True)
+class Reject:
+    workload_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Cordon:
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MarkDrained:
+    node: str
+    reason: str
+
+
+Action = Union[Admit, Preempt, Reject, Cordon, MarkDrained]
+
+
+# ---------------------------------------------------------------------------- explanation
+
+
+@dataclass(frozen=True)
+class LevelFactor:
+    """One level of a leaf's path in the Fair Tree: the node, its share of its siblings
+    (normalised), its usage as a fraction of its parent's usage, and the level fair-share
+    value ``share / usage`` that ordered it among its siblings (``inf`` for zero usage)."""
+
+    node: str
+    share: float
+    usage: float
+    fairshare: float
+
+
+@dataclass(frozen=True)
+class LeafRank:
+    """Where a leaf stands: ``rank`` 1 is served first. ``usage`` is its charged GPU-seconds in
+    the window; ``share`` its effective share (0..1); ``metric`` its usage fraction over its
+    effective share (1.0 = exactly on budget, 0 = unused, above 1 = over-used)."""
+
+    leaf: str
+    rank: int
+    usage: float
+    share: float
+    metric: float
+    levels: tuple[LevelFactor, ...] = ()
+
+
+WorkloadState = Literal["pending", "admitted", "running", "preempted", "rejected"]
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """A workload's state after the decision and why, with the numbers that made it."""
+
+    workload_id: str
+    state: WorkloadState
+    reason: str
+    leaf: str | None = None
+    queue_position: int | None = None
+    rank: int | None = None
+    metric: float | None = None
+    protected_until: float | None = None
+    preemptor: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    now: float
+    actions: tuple[Action, ...]
+    statuses: Mapping[str, WorkloadStatus]
+    ranks: Mapping[str, LeafRank]

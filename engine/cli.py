@@ -1,14 +1,15 @@
 """The ``allot`` command line: parses arguments and dispatches to ``engine.commands.*``.
 
-User errors (:class:`engine.errors.UserError`) are printed as ``file:line:column: message``
-lines (or JSON with ``--format json`` where a command offers it) and exit with status 1; they
-never surface as a traceback.
+User errors (:class:`engine.errors.UserError`) are printed to stderr as
+``file:line:column: message`` lines (or as JSON on stdout with ``--format json`` where a command
+offers it, for bots) and exit with status 1; they never surface as a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -42,15 +43,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        return _run(args)
+    except BrokenPipeError:  # e.g. `allot tree | head`: the reader left; not an error of ours
+        sys.stdout = open(os.devnull, "w")  # keep the interpreter quiet while it flushes at exit
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         return int(args.func(args) or 0)
     except UserError as err:
-        fmt = getattr(args, "format", "text")
-        print(render_problems(err.problems, "json" if fmt == "json" else "text"), file=sys.stderr)
+        # JSON is for bots: it goes to stdout so it can be piped; text problems go to stderr.
+        if getattr(args, "format", "text") == "json":
+            print(render_problems(err.problems, "json"))
+        else:
+            print(render_problems(err.problems, "text"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

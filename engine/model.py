@@ -59,6 +59,9 @@ class BudgetNode:
     principals: tuple[Principal, ...] = ()
     description: str = ""
     source: SourceRef | None = None
+    # Percentage of this node's budget deliberately given to no child (written ``unallocated:``
+    # in YAML). Children's shares plus this sum to 100; that time is nobody's entitlement.
+    unallocated_pct: float = 0.0
 
 
 class TreeError(ValueError):
@@ -89,7 +92,8 @@ class BudgetTree:
         """Build a tree from nodes; raise :class:`TreeError` on structural problems.
 
         Checks: unique names, exactly one root, parents exist, no cycles, all nodes reachable,
-        sibling shares sum to 100 (within 1e-6), shares in [0, 100].
+        sibling shares plus the parent's ``unallocated_pct`` sum to 100 (within 1e-6), shares in
+        [0, 100].
         """
         by_name: dict[str, BudgetNode] = {}
         for node in nodes:
@@ -117,9 +121,9 @@ class BudgetTree:
         children = {n: tuple(sorted(graph.successors(n))) for n in by_name}
         for parent, kids in children.items():
             if kids:
-                total = sum(by_name[k].share_pct for k in kids)
+                total = sum(by_name[k].share_pct for k in kids) + by_name[parent].unallocated_pct
                 if abs(total - 100.0) > 1e-6:
-                    raise TreeError(f"children of {parent!r} sum to {total}%, not 100%")
+                    raise TreeError(f"children of {parent!r} (plus unallocated) sum to {total}%, not 100%")
             for k in kids:
                 if not 0.0 <= by_name[k].share_pct <= 100.0:
                     raise TreeError(f"share of {k!r} out of range: {by_name[k].share_pct}")

@@ -1,0 +1,171 @@
+"""Where configuration files come from: a directory, or a commit of a git repository.
+
+A :class:`Source` lists and reads files by POSIX paths relative to the configuration root
+(``budgets/root.yaml``). :class:`DirSource` reads the file system; :class:`GitSource` reads
+the tree of one commit through pygit2 (any ref, sha or ``HEAD~3``) without touching the work
+tree or the index, so it works in bare repositories and while a checkout is dirty.
+
+:func:`open_source` resolves the root (see :func:`default_root`) and turns every git failure
+(not a repository, unknown revision, a revision that is not a commit) into a
+:class:`engine.errors.UserError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from engine.errors import Problem, UserError
+
+CONFIG_DIRS = ("budgets", "policies")
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+class Source(Protocol):
+    """Read access to one configuration root."""
+
+    origin: str
+    revision: str | None
+
+    def list_yaml(self, directory: str) -> list[str]:
+        """YAML files under ``directory`` (recursively), as sorted root-relative paths."""
+
+    def read(self, path: str) -> bytes | None:
+        """The bytes of ``path``, or ``None`` when there is no such file."""
+
+    def has_dir(self, directory: str) -> bool:
+        """Whether ``directory`` exists."""
+
+
+def repo_root() -> Path:
+    """The directory holding this package (the repository with the embedded default config)."""
+    return Path(__file__).resolve().parent.parent.parent
+
+
+def default_root() -> Path:
+    """The current directory if it holds ``budgets/`` and ``policies/``, else this repository."""
+    cwd = Path.cwd()
+    if all((cwd / d).is_dir() for d in CONFIG_DIRS):
+        return cwd
+    return repo_root()
+
+
+class DirSource:
+    """Files of a directory on disk."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.origin = str(root)
+        self.revision: str | None = None
+
+    def has_dir(self, directory: str) -> bool:
+        return (self.root / directory).is_dir()
+
+    def list_yaml(self, directory: str) -> list[str]:
+        base = self.root / directory
+        if not base.is_dir():
+            return []
+        found = [p for p in base.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES]
+        return sorted(p.relative_to(self.root).as_posix() for p in found)
+
+    def read(self, path: str) -> bytes | None:
+        target = self.root / path
+        return target.read_bytes() if target.is_file() else None
+
+
+class GitSource:
+    """Files of one commit's tree, read with pygit2 (no checkout)."""
+
+    def __init__(self, root: Path, rev: str):
+        import pygit2  # imported here: only git loading needs it
+
+        where = str(root)
+        try:
+            found = pygit2.discover_repository(where)
+        except Exception:  # pragma: no cover - pygit2 returns None rather than raising
+            found = None
+        if not found:
+            raise UserError([Problem(where, 0, 0, f"{where} is not inside a git repository",
+                                     "pass the repository path, or drop --rev to read the directory",
+                                     "git")])
+        try:
+            repo = pygit2.Repository(found)
+            obj = repo.revparse_single(rev)
+            commit = obj.peel(pygit2.Commit)
+        except Exception as err:  # pygit2 raises KeyError, ValueError or GitError subclasses
+            detail = str(err).strip() or type(err).__name__
+            raise UserError([Problem(where, 0, 0, f"unknown git revision {rev!r} ({detail})",
+                                     "give a branch, tag, commit sha or an expression like HEAD~3",
+                                     "git")]) from None
+        self.repo = repo
+        self.commit = commit
+        self.revision: str | None = str(commit.id)
+        self.prefix = self._prefix(repo, root)
+        location = repo.workdir or repo.path
+        self.origin = f"{Path(location).resolve()}@{self.revision}"
+        if self.prefix:
+            self.origin += f":{self.prefix}"
+
+    @staticmethod
+    def _prefix(repo, root: Path) -> str:
+        """Path of ``root`` inside the repository's tree ('' at the top)."""
+        if not repo.workdir:
+            return ""
+        try:
+            rel = root.resolve().relative_to(Path(repo.workdir).resolve())
+        except ValueError:
+            return ""
+        return "" if str(rel) == "." else rel.as_posix()
+
+    def _entry(self, path: str):
+        full = str(PurePosixPath(self.prefix, path)) if self.prefix else path
+        try:
+            return self.commit.tree[full]
+        except KeyError:
+            return None
+
+    def has_dir(self, directory: str) -> bool:
+        import pygit2
+
+        entry = self._entry(directory)
+        return entry is not None and entry.type == pygit2.enums.ObjectType.TREE
+
+    def list_yaml(self, directory: str) -> list[str]:
+        import pygit2
+
+        entry = self._entry(directory)
+        if entry is None or entry.type != pygit2.enums.ObjectType.TREE:
+            return []
+        out: list[str] = []
+        stack = [(directory, self.repo[entry.id])]
+        while stack:
+            base, tree = stack.pop()
+            for item in tree:
+                path = f"{base}/{item.name}"
+                if item.type == pygit2.enums.ObjectType.TREE:
+                    stack.append((path, self.repo[item.id]))
+                elif PurePosixPath(item.name).suffix in YAML_SUFFIXES:
+                    out.append(path)
+        return sorted(out)
+
+    def read(self, path: str) -> bytes | None:
+        import pygit2
+
+        entry = self._entry(path)
+        if entry is None or entry.type != pygit2.enums.ObjectType.BLOB:
+            return None
+        return self.repo[entry.id].data
+
+
+def open_source(root: str | Path | None, rev: str | None) -> Source:
+    """The source for ``root`` (default: :func:`default_root`) at ``rev`` (None: the directory)."""
+    base = Path(root) if root is not None else default_root()
+    if rev is not None:
+        return GitSource(base, rev)
+    if not base.exists():
+        raise UserError([Problem(str(base), 0, 0, f"{base} does not exist",
+                                 "give the directory that holds budgets/ and policies/", "missing")])
+    if not base.is_dir():
+        raise UserError([Problem(str(base), 0, 0, f"{base} is not a directory",
+                                 "give the directory that holds budgets/ and policies/", "missing")])
+    return DirSource(base)

@@ -1,0 +1,74 @@
+"""Explanations: the words and numbers that say why a workload is where it is.
+
+Every :class:`~engine.core.types.WorkloadStatus` reason is built here, so the wording is
+consistent across admit, wait, preempt and drain. :class:`StatusMap` is the ``Decision.statuses``
+mapping: statuses are built on first access (the simulator calls ``decide()`` tens of
+thousands of times and reads few statuses), but the mapping behaves as a plain read-only dict
+(equality, iteration in workload-id order, ``len``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterator, Mapping
+
+from engine.core.types import Contract, LeafRank, WorkloadStatus
+from engine.durations import format_duration
+
+
+class StatusMap(Mapping[str, WorkloadStatus]):
+    """Read-only mapping workload id -> status, each built lazily by a thunk and cached."""
+
+    def __init__(self, thunks: dict[str, Callable[[], WorkloadStatus]]):
+        self._thunks = thunks
+        self._done: dict[str, WorkloadStatus] = {}
+        self._keys = sorted(thunks)
+
+    def __getitem__(self, key: str) -> WorkloadStatus:
+        status = self._done.get(key)
+        if status is None:
+            status = self._done[key] = self._thunks[key]()
+        return status
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._thunks
+
+    def __repr__(self) -> str:
+        return f"StatusMap({len(self)} workloads)"
+
+
+def when(t: float, now: float) -> str:
+    """``t=1234 (in 1h20m)`` / ``(20m ago)``: absolute time on the shell's clock and distance."""
+    if not math.isfinite(t):
+        return "never"
+    delta = t - now
+    if abs(delta) < 0.5:
+        return f"t={t:.0f} (now)"
+    span = format_duration(round(abs(delta)))
+    return f"t={t:.0f} ({'in ' + span if delta > 0 else span + ' ago'})"
+
+
+def leaf_text(rank: LeafRank | None, n_leaves: int) -> str:
+    """``budget A1 rank 2/15 (metric 0.84 = 0.29 of usage / 0.35 share)``."""
+    if rank is None:
+        return "unallocated (free, never charged, preemptible)"
+    metric = "inf" if math.isinf(rank.metric) else f"{rank.metric:.2f}"
+    used = rank.metric * rank.share if math.isfinite(rank.metric) else 0.0
+    return (f"budget {rank.leaf} rank {rank.rank}/{n_leaves} (metric {metric} = usage fraction "
+            f"{used:.3f} / share {rank.share:.3f}; {rank.usage / 3600:.1f} GPU-h in the window)")
+
+
+def shape_text(c: Contract) -> str:
+    pods = f"{c.pods} pods x {c.gpus_per_pod} GPUs" if c.pods > 1 else f"{c.gpus_per_pod} GPU{'s' if c.gpus_per_pod != 1 else ''}"
+    where = f" in cluster {c.cluster}" if c.cluster else ""
+    return f"{c.gpus} GPUs ({pods}){where}" if c.pods > 1 else f"{pods}{where}"
+
+
+def placement_text(assignments: tuple[tuple[str, int], ...]) -> str:
+    return ", ".join(f"{n}:{g}" for n, g in assignments)

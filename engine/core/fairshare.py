@@ -1,0 +1,153 @@
+"""Hierarchical fair share: rank every leaf of the budget tree by SLURM Fair Tree semantics.
+
+Definition (exact)
+------------------
+Usage is rolled up the tree: an inner node's usage is the sum of its leaves' charged
+GPU-seconds over the lookback window. At every inner node, its children (siblings) are
+ordered by their *level fair share*::
+
+    S  = share_pct / sum(share_pct of the siblings)       (normalised share among siblings)
+    U  = usage(node) / usage(parent)                       (fraction of the parent's usage)
+    LF = S / U                                             (level fair share; higher = served first)
+
+The tree is then walked depth-first, visiting children in that order, and leaves are ranked
+1, 2, 3, ... in visit order. A whole under-served subtree is therefore served before any
+leaf of an over-served sibling subtree, whatever happens deeper down: exactly SLURM's Fair
+Tree (https://slurm.schedmd.com/fair_tree.html), with one simplification: SLURM merges the
+children of siblings whose LF ties; here ties are broken deterministically (below).
+
+Edge cases
+----------
+* Zero usage (``U = 0``) with a positive share: ``LF = inf``: the node is served first.
+  A parent with zero usage gives ``U = 0`` to all its children, so they are all ``inf``
+  and order by the tie rule, i.e. by share.
+* Zero share (``S = 0``): ``LF = 0`` whatever the usage (a 0% budget is entitled to nothing):
+  served after every positive-share sibling.
+* Ties (equal LF, including several ``inf``): higher share first, then lower usage, then
+  node name (alphabetical). Every rank is unique and the order is fully deterministic.
+* Leaves with no demand are ranked like any other (rank is a property of budgets and usage,
+  not of the queue); they simply have nothing waiting to be ordered. Their usage still counts
+  in their parents' usage, as in SLURM.
+* Usage of names that are not leaves of the tree is ignored.
+
+What users see
+--------------
+``LeafRank.metric`` = (leaf usage / total usage) / (leaf effective share): 1.0 = on budget,
+below 1 = under-served, above 1 = over-served; 0 when nothing was used at all; ``inf`` for a
+0% leaf that used something. ``LeafRank.levels`` carries ``(node, S, U, LF)`` for every level
+from the top of the tree down to the leaf, so the rank can be explained with its numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from engine.core.ledger import rollup_usage
+from engine.core.types import LeafRank, LevelFactor
+from engine.model import BudgetTree
+
+
+def level_fairshare(share: float, usage_fraction: float) -> float:
+    """``S / U`` with the edge cases above: ``0`` when ``S == 0``, ``inf`` when ``U == 0``."""
+    if share <= 0.0:
+        return 0.0
+    if usage_fraction <= 0.0:
+        return math.inf
+    return share / usage_fraction
+
+
+def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]) -> list[LevelFactor]:
+    kids = tree.children(parent)
+    total_share = sum(tree.nodes[k].share_pct for k in kids)
+    parent_usage = used[parent]
+    out = []
+    for k in kids:
+        s = tree.nodes[k].share_pct / total_share if total_share > 0 else 0.0
+        u = used[k] / parent_usage if parent_usage > 0 else 0.0
+        out.append(LevelFactor(node=k, share=s, usage=u, fairshare=level_fairshare(s, u)))
+    out.sort(key=lambda f: (-f.fairshare, -f.share, used[f.node], f.node))
+    return out
+
+
+def rank_leaves(tree: BudgetTree, usage: Mapping[str, float]) -> dict[str, LeafRank]:
+    """Rank every leaf of ``tree`` (1 = served first) from charged usage per leaf."""
+    used = rollup_usage(tree, usage)
+    total = used[tree.root]
+    ranks: dict[str, LeafRank] = {}
+    # depth-first walk; the stack carries the chain of LevelFactors from the top down
+    stack: list[tuple[str, tuple[LevelFactor, ...]]] = [(tree.root, ())]
+    while stack:
+        name, levels = stack.pop()
+        kids = tree.children(name)
+        if not kids:
+            share = tree.effective_share(name)
+            fraction = used[name] / total if total > 0 else 0.0
+            if share > 0:
+                metric = fraction / share
+            else:
+                metric = math.inf if fraction > 0 else 0.0
+            ranks[name] = LeafRank(leaf=name, rank=len(ranks) + 1, usage=used[name],
+                                   share=share, metric=metric, levels=levels)
+            continue
+        for factor in reversed(_sibling_factors(tree, name, used)):
+            stack.append((factor.node, levels + (factor,)))
+    return ranks
+
+
+def still_ranks_above(tree: BudgetTree, usage: Mapping[str, float], winner: str, loser: str,
+                      extra: float) -> bool:
+    """Would leaf ``winner`` still be ordered before leaf ``loser`` if ``extra`` GPU-seconds
+    were charged to ``winner``? (The anti-ping-pong test of preemption.)
+
+    Fair Tree orders two leaves where their paths split: at their lowest common ancestor P,
+    by the level fair share of P's children ``cw`` (containing ``winner``) and ``cl``. Both
+    have the same parent, so ``S/U`` compares as ``S_cw / usage(cw)`` vs ``S_cl / usage(cl)``
+    (the parent usage cancels); charging ``extra`` to ``winner`` adds it to ``usage(cw)``
+    only. Ties use the same rule as :func:`rank_leaves` (share, then usage, then name).
+    ``usage`` must be the rolled-up usage of every node.
+    """
+    if winner == loser:
+        return False
+    pw, pl = tree.path(winner), tree.path(loser)
+    depth = 0
+    while depth < min(len(pw), len(pl)) and pw[depth] == pl[depth]:
+        depth += 1
+    cw, cl = pw[depth], pl[depth]
+    sw, sl = tree.nodes[cw].share_pct, tree.nodes[cl].share_pct
+    uw, ul = usage.get(cw, 0.0) + extra, usage.get(cl, 0.0)
+    fw, fl = level_fairshare(sw, uw), level_fairshare(sl, ul)
+    return (-fw, -sw, uw, cw) < (-fl, -sl, ul, cl)
+
+
+def outranked_after_charge(tree: BudgetTree, usage: Mapping[str, float], winner: str, extra: float,
+                           leaves_under: Mapping[str, tuple[str, ...]]) -> frozenset[str]:
+    """Every leaf ``L`` such that ``still_ranks_above(tree, usage, winner, L, extra)``, in
+    O(depth x siblings): at each level of ``winner``'s path, a sibling subtree is taken whole
+    when the path node, charged ``extra``, still sorts before it. (Charging only raises the
+    path node's sort key, so these leaves also rank below ``winner`` now.) ``usage`` is the
+    rolled-up usage; ``leaves_under`` maps each node to the leaves of its subtree."""
+    out: list[str] = []
+    path = tree.path(winner)
+    for depth in range(1, len(path)):
+        mine = path[depth]
+        sm = tree.nodes[mine].share_pct
+        um = usage.get(mine, 0.0) + extra
+        key = (-level_fairshare(sm, um), -sm, um, mine)
+        for sib in tree.children(path[depth - 1]):
+            if sib == mine:
+                continue
+            ss = tree.nodes[sib].share_pct
+            us = usage.get(sib, 0.0)
+            if key < (-level_fairshare(ss, us), -ss, us, sib):
+                out.extend(leaves_under[sib])
+    return frozenset(out)
+
+
+def subtree_leaves(tree: BudgetTree) -> dict[str, tuple[str, ...]]:
+    """Each node's leaves, in depth-first name order."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in reversed(tree.walk()):
+        kids = tree.children(name)
+        out[name] = tuple(x for k in kids for x in out[k]) if kids else (name,)
+    return out

@@ -1,0 +1,139 @@
+"""Placement: where whole GPUs for a workload (a gang of pods) can go, packing to limit fragmentation.
+
+A workload asks for ``pods`` pods of ``gpus_per_pod`` whole GPUs each; a pod never spans
+nodes. Rules, in order:
+
+1. **One node if it can**: if some node has ``pods * gpus_per_pod`` free GPUs, the workload
+   goes on the *best-fit* node: the one with the fewest free GPUs that still fit (ties by node
+   name). Packing small work into already-used nodes keeps whole nodes free for gangs.
+   Across clusters (a workload that names none) the same best-fit score picks the cluster.
+2. **Otherwise a multi-node gang is placed inside one group**: one topology domain
+   (``(cluster, domain)``) when ``policy.gang_in_one_domain``, else one cluster. A group can
+   host the gang iff the sum over its nodes of ``free // gpus_per_pod`` (pod slots) reaches
+   ``pods``. Among groups that can, the best fit wins: fewest nodes used, then least free
+   GPUs left over in the group, then group name. Inside the group nodes with the most slots
+   are taken first, and the last part goes to the smallest node that holds it.
+3. All or nothing: either every pod gets a place or the workload gets no placement.
+
+``Pool`` holds the free GPUs of schedulable nodes (healthy and not cordoned) during one
+decision; it is mutated as the decision admits and preempts work.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+from engine.core.types import NodeState, Placement
+
+GroupKey = tuple[str, str]  # (cluster, domain) -- domain "" when grouping by cluster
+
+
+def fit(gpus_per_pod: int, pods: int, free: Mapping[str, int], names: Sequence[str],
+        groups: Mapping[GroupKey, Sequence[str]], capacity: Mapping[str, int] | None = None
+        ) -> Placement | None:
+    """Best placement of the gang on ``names`` (and, for multi-node gangs, inside one of
+    ``groups``, restricted to ``names``) given ``free`` GPUs per node, or None."""
+    total = gpus_per_pod * pods
+    best: tuple[int, str] | None = None
+    for n in names:
+        f = free[n]
+        if f >= total and (best is None or (f, n) < best):
+            best = (f, n)
+    if best is not None:
+        return Placement(((best[1], total),))
+    if pods == 1:
+        return None
+    allowed = set(names)
+    choice: tuple[tuple, list[tuple[str, int]]] | None = None
+    for key in sorted(groups):
+        slots = [(free[n] // gpus_per_pod, n) for n in groups[key] if n in allowed]
+        have = sum(s for s, _ in slots)
+        if have < pods:
+            continue
+        chosen = _fill(slots, pods)
+        leftover = sum(free[n] for _, n in slots) - total
+        score = (len(chosen), leftover, key)
+        if choice is None or score < choice[0]:
+            choice = (score, chosen)
+    if choice is None:
+        return None
+    return Placement(tuple(sorted((n, k * gpus_per_pod) for n, k in choice[1])))
+
+
+def _fill(slots: list[tuple[int, str]], pods: int) -> list[tuple[str, int]]:
+    """Pods per node: largest nodes first, the remainder on the smallest node that holds it."""
+    avail = sorted((s for s in slots if s[0] > 0), key=lambda s: (-s[0], s[1]))
+    chosen: list[tuple[str, int]] = []
+    remaining = pods
+    i = 0
+    while remaining > 0:
+        rest = avail[i:]
+        fitting = [s for s in rest if s[0] >= remaining]
+        if fitting:
+            s, n = min(fitting, key=lambda x: (x[0], x[1]))
+            chosen.append((n, remaining))
+            return chosen
+        s, n = avail[i]
+        chosen.append((n, s))
+        remaining -= s
+        i += 1
+    return chosen
+
+
+class Pool:
+    """Free GPUs of schedulable nodes during one decision (see the module docstring)."""
+
+    def __init__(self, nodes: Iterable[NodeState], used: Mapping[str, int], gang_in_one_domain: bool):
+        self.nodes: dict[str, NodeState] = {}
+        self.free: dict[str, int] = {}
+        self.clusters: dict[str, list[str]] = {}
+        self.groups: dict[str, dict[GroupKey, list[str]]] = {}
+        self.all_nodes: dict[str, NodeState] = {}
+        for node in sorted(nodes, key=lambda n: n.name):
+            self.all_nodes[node.name] = node
+            if not node.healthy or node.cordoned:
+                continue
+            self.nodes[node.name] = node
+            self.free[node.name] = max(0, node.gpus - used.get(node.name, 0))
+            self.clusters.setdefault(node.cluster, []).append(node.name)
+            key = (node.cluster, node.domain if gang_in_one_domain else "")
+            self.groups.setdefault(node.cluster, {}).setdefault(key, []).append(node.name)
+        self.cluster_free = {c: sum(self.free[n] for n in ns) for c, ns in self.clusters.items()}
+        self.max_node = {c: max(self.nodes[n].gpus for n in ns) for c, ns in self.clusters.items()}
+
+    def cluster_names(self, cluster: str | None) -> list[str]:
+        """Clusters a workload may use: the one it names, or every cluster (name order)."""
+        if cluster is not None:
+            return [cluster] if cluster in self.clusters else []
+        return sorted(self.clusters)
+
+    def free_in(self, clusters: Iterable[str]) -> int:
+        return sum(self.cluster_free[c] for c in clusters)
+
+    def place(self, gpus_per_pod: int, pods: int, cluster: str | None,
+              exclude: frozenset[str] = frozenset()) -> Placement | None:
+        """Best placement in the current free GPUs (see :func:`fit`), avoiding ``exclude``."""
+        total = gpus_per_pod * pods
+        best: tuple[tuple, Placement] | None = None
+        for c in self.cluster_names(cluster):
+            if self.cluster_free[c] < total:
+                continue
+            names = [n for n in self.clusters[c] if n not in exclude] if exclude else self.clusters[c]
+            found = fit(gpus_per_pod, pods, self.free, names, self.groups[c])
+            if found is not None:
+                # across clusters: fewest nodes, then least free GPUs left on the chosen nodes
+                score = (len(found.assignments), sum(self.free[n] for n in found.nodes) - total, c)
+                if best is None or score < best[0]:
+                    best = (score, found)
+        return None if best is None else best[1]
+
+    def take(self, placement: Placement) -> None:
+        for n, g in placement.assignments:
+            self.free[n] -= g
+            self.cluster_free[self.nodes[n].cluster] -= g
+
+    def give(self, node: str, gpus: int) -> None:
+        """Return ``gpus`` on ``node`` to the pool (ignored for nodes that take no work)."""
+        if node in self.nodes:
+            self.free[node] += gpus
+            self.cluster_free[self.nodes[node].cluster] += gpus

@@ -1,0 +1,102 @@
+"""Contracts parsed from labels: every rule of engine.core.contract, with its exact reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.core.contract import ContractError, parse_contract
+from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy, Principal
+
+TREE = BudgetTree.build([
+    BudgetNode("root", None, 100),
+    BudgetNode("vision", "root", 60),
+    BudgetNode("vision-a1", "vision", 100, principals=(Principal("namespace", "team-a1"),
+                                                        Principal("group", "a1-people"))),
+    BudgetNode("speech", "root", 40, principals=()),
+])
+CONFIG = Config(TREE, Policy(clusters=(Cluster("h100", "h100", 4, 8, 2),)))
+NS = [Principal("namespace", "team-a1")]
+
+
+def meta(**kw):
+    names = {"budget": "allot.dev/budget", "min": "allot.dev/min-runtime", "res": "allot.dev/resumable",
+             "prio": "allot.dev/priority", "gpp": "allot.dev/gpus-per-pod", "pods": "allot.dev/pods",
+             "cluster": "allot.dev/cluster"}
+    return {names[k]: v for k, v in kw.items()}
+
+
+def test_full_contract():
+    c = parse_contract(meta(budget="vision-a1", min="2h", res="false", prio="5", gpp="8", pods="4",
+                            cluster="h100"), NS, CONFIG)
+    assert (c.budget, c.min_runtime_s, c.resumable, c.priority, c.gpus_per_pod, c.pods, c.cluster) == \
+        ("vision-a1", 7200.0, False, 5, 8, 4, "h100")
+    assert c.allocated and c.gpus == 32 and c.note == ""
+
+
+def test_defaults_and_shape_from_pod_specs():
+    c = parse_contract(meta(budget="vision-a1"), [Principal("group", "a1-people")], CONFIG,
+                       gpus_per_pod=2, pods=3)
+    assert c.min_runtime_s == CONFIG.policy.default_min_runtime_s
+    assert (c.gpus_per_pod, c.pods, c.resumable, c.priority) == (2, 3, True, 0)
+
+
+def test_min_runtime_above_cap_is_refused_not_clamped():
+    with pytest.raises(ContractError, match=r"9h is above the policy cap of 8h.*never clamped"):
+        parse_contract(meta(budget="vision-a1", min="9h"), NS, CONFIG)
+
+
+@pytest.mark.parametrize("labels", [meta(), meta(budget="0"), meta(budget="")])
+def test_no_budget_is_unallocated(labels):
+    c = parse_contract(labels, NS, CONFIG)
+    assert c.budget is None and not c.allocated and "no budget" in c.note
+
+
+def test_min_runtime_zero_is_unallocated_and_keeps_the_request():
+    c = parse_contract(meta(budget="vision-a1", min="0"), NS, CONFIG)
+    assert c.budget is None and c.requested_budget == "vision-a1" and "min runtime 0" in c.note
+
+
+def test_budget_the_submitter_may_not_charge_runs_unallocated_with_why():
+    c = parse_contract(meta(budget="vision-a1", min="1h"), [Principal("namespace", "intruder")], CONFIG)
+    assert c.budget is None and not c.allocated
+    assert "namespace:intruder may not charge budget 'vision-a1'" in c.note
+    assert "group:a1-people, namespace:team-a1" in c.note
+
+
+def test_leaf_without_principals_can_be_charged_by_nobody():
+    c = parse_contract(meta(budget="speech"), NS, CONFIG)
+    assert c.budget is None and "its principals: nobody" in c.note
+
+
+def test_unknown_budget_gets_a_hint():
+    with pytest.raises(ContractError, match=r"unknown budget 'vision-a2'; did you mean vision-a1\?"):
+        parse_contract(meta(budget="vision-a2"), NS, CONFIG)
+
+
+def test_inner_budget_is_refused_with_its_leaves():
+    with pytest.raises(ContractError, match=r"'vision' is not a leaf budget; charge one of its leaves: vision-a1"):
+        parse_contract(meta(budget="vision"), NS, CONFIG)
+
+
+@pytest.mark.parametrize("labels, reason", [
+    (meta(min="2hours"), "allot.dev/min-runtime: duration '2hours' has unknown unit 'hours'"),
+    (meta(min="90"), "has no unit"),
+    (meta(res="maybe"), "allot.dev/resumable: 'maybe' is not a boolean"),
+    (meta(prio="high"), "allot.dev/priority: 'high' is not a whole number"),
+    (meta(prio="2000000"), "out of range"),
+    (meta(gpp="0"), "allot.dev/gpus-per-pod: 0 is out of range"),
+    (meta(pods="two"), "allot.dev/pods: 'two' is not a whole number"),
+    (meta(cluster="h200"), "unknown cluster 'h200'; clusters are h100; did you mean h100?"),
+    (meta(budget="-bad"), "is not a valid label value"),
+    (meta(budget="x" * 64), "is 64 characters; label values are at most 63"),
+    (meta(prio="-3"), "is not a valid label value"),
+])
+def test_malformed_values_get_precise_reasons(labels, reason):
+    with pytest.raises(ContractError) as err:
+        parse_contract(labels, NS, CONFIG)
+    assert reason in str(err.value)
+
+
+def test_labels_and_pod_specs_must_agree():
+    with pytest.raises(ContractError, match="label says 4 but the workload requests 2"):
+        parse_contract(meta(pods="4"), NS, CONFIG, pods=2)

@@ -1,0 +1,153 @@
+"""Properties of decide() over random clusters and queues (hypothesis).
+
+For any cluster, running set, queue and usage: capacity is never exceeded, protected work is
+never preempted, gangs get all their GPUs or none, the same input gives the same decision,
+and every non-drain preemption has a higher-ranked allocated beneficiary admitted in the
+same decision. Ledger-level: unallocated work is never charged.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.core.decide import decide
+from engine.core.fairshare import outranked_after_charge, still_ranks_above, subtree_leaves
+from engine.core.ledger import Ledger, rollup_usage
+from engine.core.types import (Admit, Contract, NodeState, Placement, Preempt, Running, Snapshot,
+                               Workload)
+from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
+
+TREE = BudgetTree.build([
+    BudgetNode("root", None, 100), BudgetNode("A", "root", 60), BudgetNode("B", "root", 40),
+    BudgetNode("A1", "A", 70), BudgetNode("A2", "A", 30), BudgetNode("B1", "B", 100),
+])
+LEAVES = ["A1", "A2", "B1"]
+
+
+@st.composite
+def worlds(draw):
+    n_nodes = draw(st.integers(1, 6))
+    nodes = tuple(NodeState(f"n{i}", "c", draw(st.sampled_from([4, 8])), f"d{i % 2}",
+                            healthy=draw(st.booleans()) or i % 3 != 0) for i in range(n_nodes))
+    free = {n.name: n.gpus for n in nodes}
+    now = 10_000.0
+    running = []
+    for k in range(draw(st.integers(0, 8))):
+        budget = draw(st.sampled_from(LEAVES + [None]))
+        mn = draw(st.sampled_from([0.0, 900.0, 3600.0, 8 * 3600.0]))
+        gpp = draw(st.sampled_from([1, 2, 4]))
+        pods = draw(st.integers(1, 2))
+        spots = [n for n in sorted(free) if free[n] >= gpp]
+        if len(spots) < pods:
+            continue
+        chosen = draw(st.permutations(spots))[:pods]
+        for n in chosen:
+            free[n] -= gpp
+        started = now - draw(st.sampled_from([0.0, 600.0, 5000.0, 40000.0]))
+        c = Contract(budget=budget, min_runtime_s=mn, gpus_per_pod=gpp, pods=pods,
+                     resumable=draw(st.booleans()))
+        protected = started + mn if c.allocated else started
+        running.append(Running(Workload(f"r{k}", c, started), Placement(tuple(sorted((n, gpp) for n in chosen))),
+                               started, protected))
+    pending = []
+    for k in range(draw(st.integers(0, 10))):
+        budget = draw(st.sampled_from(LEAVES + [None]))
+        c = Contract(budget=budget, min_runtime_s=draw(st.sampled_from([0.0, 900.0, 3600.0])),
+                     gpus_per_pod=draw(st.sampled_from([1, 2, 4, 8])), pods=draw(st.integers(1, 3)),
+                     priority=draw(st.integers(0, 2)))
+        pending.append(Workload(f"p{k}", c, float(draw(st.integers(0, 100)))))
+    usage = {leaf: float(draw(st.integers(0, 100_000))) for leaf in LEAVES}
+    policy = Policy(clusters=(Cluster("c", "gpu", n_nodes, 8, 2),),
+                    gang_in_one_domain=draw(st.booleans()))
+    return Snapshot(nodes, tuple(running), tuple(pending), usage), Config(TREE, policy), now
+
+
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(worlds())
+def test_decide_properties(world):
+    snap, config, now = world
+    d = decide(snap, config, now)
+    nodes = {n.name: n for n in snap.nodes}
+    running = {r.workload.id: r for r in snap.running}
+    pending = {w.id: w for w in snap.pending}
+    preempted = {a.workload_id: a for a in d.actions if isinstance(a, Preempt)}
+    admits = {a.workload_id: a for a in d.actions if isinstance(a, Admit)}
+
+    # capacity is never exceeded, and new work only lands on healthy, uncordoned nodes
+    used = {n: 0 for n in nodes}
+    for r in snap.running:
+        if r.workload.id not in preempted:
+            for n, g in r.placement.assignments:
+                used[n] += g
+    for a in admits.values():
+        for n, g in a.placement.assignments:
+            used[n] += g
+            assert nodes[n].healthy and not nodes[n].cordoned
+    assert all(used[n] <= nodes[n].gpus for n in nodes), used
+
+    # protected work is never preempted (drain included)
+    for wid in preempted:
+        assert now >= running[wid].protected_until
+
+    # gangs are all or nothing: an admitted workload gets exactly pods x gpus_per_pod, whole pods
+    for wid, a in admits.items():
+        c = pending[wid].contract
+        assert a.placement.gpus == c.gpus
+        assert all(g % c.gpus_per_pod == 0 for _, g in a.placement.assignments)
+        if config.policy.gang_in_one_domain and len(a.placement.assignments) > 1:
+            assert len({nodes[n].domain for n in a.placement.nodes}) == 1
+
+    # every preemption has a higher-ranked allocated beneficiary admitted now (drain excepted)
+    for wid, p in preempted.items():
+        if p.preemptor is None:
+            assert any(not nodes[n].healthy for n in running[wid].placement.nodes)
+            continue
+        assert p.preemptor in admits
+        winner = pending[p.preemptor].contract
+        assert winner.allocated and winner.budget in d.ranks
+        victim = running[wid].workload.contract
+        if victim.allocated and victim.budget in d.ranks:
+            assert d.ranks[winner.budget].rank < d.ranks[victim.budget].rank
+
+    # every workload has a status; same input -> same decision
+    assert set(d.statuses) == set(running) | set(pending)
+    again = decide(snap, config, now)
+    assert again.actions == d.actions
+    assert dict(again.statuses) == dict(d.statuses)
+    assert dict(again.ranks) == dict(d.ranks)
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(LEAVES), st.floats(0, 1e6), min_size=0, max_size=3),
+       st.sampled_from(LEAVES), st.floats(0, 1e6))
+def test_fast_pingpong_set_matches_pairwise_rule(usage, winner, extra):
+    used = rollup_usage(TREE, usage)
+    fast = outranked_after_charge(TREE, used, winner, extra, subtree_leaves(TREE))
+    slow = {x for x in LEAVES if still_ranks_above(TREE, used, winner, x, extra)}
+    assert fast == slow
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(LEAVES + [None]), st.floats(0, 5000), st.floats(0, 3000),
+                          st.integers(1, 8), st.sampled_from([0.0, 900.0])), max_size=30),
+       st.floats(1000, 20000))
+def test_unallocated_work_is_never_charged(jobs, now):
+    """A shell charges through ``Contract.allocated``: free work adds nothing to any leaf."""
+    ledger = Ledger(LEAVES, lookback_s=7200)
+    expected = {leaf: 0.0 for leaf in LEAVES}
+    for budget, start, length, gpus, mn in jobs:
+        c = Contract(budget=budget, min_runtime_s=mn, gpus_per_pod=gpus)
+        if c.allocated:
+            ledger.charge(c.budget, start, start + length, gpus)
+            lo, hi = max(start, now - 7200), min(start + length, now)
+            expected[c.budget] += gpus * max(0.0, hi - lo)
+    got = ledger.usage(now)
+    for leaf in LEAVES:
+        assert abs(got[leaf] - expected[leaf]) <= 1e-6 * max(1.0, expected[leaf])
+    free_only = [j for j in jobs if not Contract(budget=j[0], min_runtime_s=j[4]).allocated]
+    if len(free_only) == len(jobs):
+        assert all(v == 0.0 for v in got.values())

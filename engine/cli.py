@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "validate",
     "tree",
     "codeowners",
+    "reconcile",
 )
 
 

@@ -1,0 +1,380 @@
+"""The reconcile loop: watch-driven passes with a periodic resync, run by the elected leader.
+
+One pass (:meth:`Reconciler.run_pass`), at ``now = clock()``:
+
+1. leader election round (a dry run never takes the Lease: it only watches and logs);
+2. poll the policy source (a new valid revision takes effect from this pass; an invalid one is
+   reported by Event, metric and log while the last good one stays in force);
+3. list Nodes, Jobs and Pods and build the :class:`~engine.k8s.observe.Observation`;
+4. charge the ledger up to ``now`` and compute usage over the lookback window;
+5. ``decide(snapshot, config, now)`` and apply the decision (patches + Events);
+6. save the ledger (one conditional write), update metrics, export the trace if asked.
+
+Every pass lists the objects afresh (the list is the truth, one consistent read per kind), so
+the loop never acts on a cache that lags behind its own writes. Watches on Jobs and Nodes only
+say *when* to run: a change that matters (a Job created, suspended, finished, relabelled; a node
+condition, taint, label or capacity change; not the reconciler's own explanation annotations)
+wakes the loop at once; otherwise it runs every ``interval_s`` (the resync) and renews the Lease
+every third of its duration. A watch that ends is resumed from the last resourceVersion seen; a
+``410 Gone`` relists to get a fresh one and triggers a pass, since events may have been missed.
+A pass whose writes met a changed object (``stale``) is followed by another at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from engine.core.decide import decide
+from engine.core.types import Admit, Decision
+from engine.k8s import marks
+from engine.k8s.apply import Applier, ApplyResult
+from engine.k8s.client import ApiError, Gone, KubeClient, Watch
+from engine.k8s.export import export_trace
+from engine.k8s.leader import LeaderElector
+from engine.k8s.ledger_store import LedgerState, LedgerStore, charge, usage
+from engine.k8s.metrics import Health, Metrics
+from engine.k8s.observe import Observation, observe
+from engine.k8s.policy_source import PolicyEvent, PolicySource
+
+log = logging.getLogger("allot.k8s.loop")
+
+
+@dataclass
+class LoopOptions:
+    """Settings of one reconciler instance (the command maps its flags onto these)."""
+
+    namespace: str = "allot-system"  # where the Lease, the ledger and policy Events live
+    watch_namespace: str | None = None  # Jobs of this namespace only (None: all)
+    interval_s: float | None = None  # resync period (None: the policy's schedulingInterval)
+    dry_run: bool = False
+    identity: str = field(default_factory=socket.gethostname)
+    lease_name: str = "allot-reconciler"
+    lease_s: float = 15.0
+    ledger_name: str = "allot-ledger"
+    refresh_s: float = 60.0  # explanation annotations refreshed at most this often per Job
+    watch_timeout_s: int = 300
+    debounce_s: float = 0.02  # coalesce a burst of watch events into one pass
+    export_path: str | None = None
+    export_window_s: float | None = None  # default: the policy's lookback
+
+
+@dataclass
+class PassReport:
+    """What one pass did; ``acted`` is False when it only took part in the election.
+    ``pending`` and ``running`` count managed Jobs after the pass's actions."""
+
+    now: float
+    leader: bool
+    acted: bool
+    revision: str = ""
+    duration_s: float = 0.0
+    pending: int = 0
+    running: int = 0
+    charged_gpu_s: float = 0.0
+    decision: Decision | None = None
+    result: ApplyResult | None = None
+    observation: Observation | None = None
+    policy_event: PolicyEvent | None = None
+    error: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.result and self.result.stale)
+
+
+def _job_fingerprint(obj: Mapping[str, Any]) -> tuple:
+    meta = obj.get("metadata") or {}
+    ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in marks.EXPLAIN_KEYS}
+    spec = obj.get("spec") or {}
+    conds = tuple(sorted((c.get("type"), c.get("status"))
+                         for c in (obj.get("status") or {}).get("conditions") or []))
+    return (spec.get("suspend"), spec.get("parallelism"), tuple(sorted((meta.get("labels") or {})
+                                                                        .items())),
+            tuple(sorted(ann.items())), conds, meta.get("deletionTimestamp") is not None)
+
+
+def _node_fingerprint(obj: Mapping[str, Any]) -> tuple:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    conds = tuple(sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []))
+    taints = tuple(sorted((t.get("key"), t.get("effect")) for t in spec.get("taints") or []))
+    return (tuple(sorted((meta.get("labels") or {}).items())), spec.get("unschedulable"), taints,
+            tuple(sorted((status.get("allocatable") or {}).items())), conds)
+
+
+FINGERPRINTS: dict[str, Callable[[Mapping[str, Any]], tuple]] = {
+    "jobs": _job_fingerprint, "nodes": _node_fingerprint}
+
+
+class Reconciler:
+    """One reconciler instance (see the module docstring)."""
+
+    def __init__(self, client: KubeClient, policy: PolicySource, options: LoopOptions, *,
+                 clock: Callable[[], float] = time.time, metrics: Metrics | None = None,
+                 health: Health | None = None):
+        self.client = client
+        self.policy = policy
+        self.options = options
+        self.clock = clock
+        self.metrics = metrics or Metrics()
+        self.health = health or Health(stall_s=max(300.0, 3 * (options.interval_s or 60.0)))
+        self.elector = LeaderElector(client, options.namespace, options.identity,
+                                     name=options.lease_name, lease_s=options.lease_s, clock=clock)
+        self.store = LedgerStore(client, options.namespace, options.ledger_name)
+        self.applier = Applier(client, identity=options.identity, dry_run=options.dry_run,
+                               refresh_s=options.refresh_s, may_write=self._may_write)
+        self.ledger: LedgerState | None = None
+        self.passes = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._watches: dict[str, Watch] = {}
+        self._prints: dict[str, dict[str, tuple]] = {"jobs": {}, "nodes": {}}
+
+    # ------------------------------------------------------------------ one pass
+
+    def _may_write(self) -> bool:
+        return self.elector.is_leader() or self.elector.try_acquire_or_renew()
+
+    def run_pass(self) -> PassReport:
+        started = time.perf_counter()
+        now = self.clock()
+        self.health.beat()
+        leader = self.options.dry_run or self.elector.try_acquire_or_renew()
+        report = PassReport(now=now, leader=leader, acted=False)
+        self.metrics.set("allot_is_leader", 1.0 if leader and not self.options.dry_run else 0.0)
+        report.policy_event = event = self.policy.poll()
+        if event is not None:
+            self._policy_event(event, leader)
+        config = self.policy.config
+        self._policy_metrics()
+        if config is None:
+            self.health.ready, self.health.reason = False, "no valid policy yet"
+            report.error = "no valid policy"
+            return report
+        report.revision = self.policy.commit
+        if not leader:
+            self.ledger = None  # reload when leadership comes back: the leader charges
+            self.health.ready, self.health.reason = True, "standby"
+            return report
+        try:
+            ns = self.options.watch_namespace
+            nodes, _ = self.client.list("nodes")
+            jobs, _ = self.client.list("jobs", ns)
+            pods, _ = self.client.list("pods", ns)
+            obs = observe(jobs, pods, nodes, config)
+            if self.ledger is None or self.options.dry_run:
+                self.ledger = self.store.load(config)
+        except ApiError as err:
+            self.health.ready, self.health.reason = False, f"cannot read the cluster: {err}"
+            report.error = str(err)
+            log.warning("pass skipped: %s", err)
+            return report
+        report.observation = obs
+        report.charged_gpu_s = charge(self.ledger, obs.occupancy, now)
+        use = usage(self.ledger, now, config.policy.lookback_s)
+        decision = decide(replace(obs.snapshot, usage=use), config, now)
+        report.decision = decision
+        report.result = result = self.applier.apply(decision, obs, config, now, self.policy.commit)
+        if not self.options.dry_run:
+            try:
+                if not self.store.save(self.ledger, config, now, self.policy.commit):
+                    self.ledger = None
+            except ApiError as err:  # kept in memory; the next pass writes it
+                log.warning("ledger not saved: %s", err)
+        report.acted = True
+        moved_in = len(result.admitted)
+        moved_out = len(result.preempted) + len(result.evicted)
+        report.pending = len(obs.snapshot.pending) - moved_in + moved_out - len(result.rejected)
+        report.running = len(obs.snapshot.running) + moved_in - moved_out
+        report.duration_s = time.perf_counter() - started
+        self.passes += 1
+        self.health.ready, self.health.reason = True, "ok"
+        self._pass_metrics(report, decision, obs, result)
+        if self.options.export_path:
+            try:
+                window = self.options.export_window_s or config.policy.lookback_s
+                export_trace(obs, now, window, self.options.export_path)
+            except OSError as err:
+                log.warning("trace export to %s failed: %s", self.options.export_path, err)
+        log.info("pass", extra={"fields": {
+            "now": marks.format_time(now), "revision": report.revision,
+            "duration_s": round(report.duration_s, 4), "pending": report.pending,
+            "running": report.running, "admitted": result.admitted,
+            "preempted": result.preempted, "evicted": result.evicted,
+            "rejected": result.rejected, "held": result.held, "cordoned": result.cordoned,
+            "drained": result.drained, "explained": result.explained, "stale": result.stale,
+            "errors": result.errors, "planned": result.planned,
+            "charged_gpu_s": round(report.charged_gpu_s, 3), "dry_run": self.options.dry_run}})
+        return report
+
+    def _policy_event(self, event: PolicyEvent, leader: bool) -> None:
+        if event.kind == "invalid":
+            self.metrics.inc("allot_policy_invalid_total")
+        elif event.kind == "fetch-failed":
+            self.metrics.inc("allot_policy_fetch_errors_total")
+        if not leader or self.options.dry_run:
+            return
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": self.options.lease_name,
+                              "namespace": self.options.namespace}}
+        etype = "Normal" if event.kind == "applied" else "Warning"
+        reason = {"applied": "PolicyApplied", "invalid": "PolicyInvalid",
+                  "fetch-failed": "PolicyFetchFailed"}[event.kind]
+        self.applier.event(lease, etype, reason, event.message, now=self.clock())
+
+    def _policy_metrics(self) -> None:
+        rev = self.policy.commit
+        self.metrics.replace("allot_config_info", {(("revision", rev),): 1.0} if rev else {})
+        bad = self.policy.last_invalid
+        self.metrics.replace("allot_policy_invalid", {(("revision", bad),): 1.0} if bad else {})
+
+    def _pass_metrics(self, report: PassReport, decision: Decision, obs: Observation,
+                      result: ApplyResult) -> None:
+        m = self.metrics
+        m.set("allot_queue_length", report.pending)
+        m.set("allot_running_workloads", report.running)
+        gone = set(result.preempted) | set(result.evicted)
+        admitted = {a.workload_id: a.placement.gpus for a in decision.actions
+                    if isinstance(a, Admit) and a.workload_id in set(result.admitted)}
+        m.set("allot_running_gpus", sum(r.placement.gpus for r in obs.snapshot.running
+                                        if r.workload.id not in gone) + sum(admitted.values()))
+        m.inc("allot_admissions_total", len(result.admitted))
+        m.inc("allot_preemptions_total", len(result.preempted), cause="contention")
+        m.inc("allot_preemptions_total", len(result.evicted), cause="drain")
+        m.inc("allot_rejections_total", len(result.rejected))
+        m.inc("allot_holds_total", len(result.held))
+        m.inc("allot_cordons_total", len(result.cordoned))
+        m.inc("allot_drained_nodes_total", len(result.drained))
+        m.inc("allot_stale_writes_total", 1 if result.stale else 0)
+        m.inc("allot_ledger_charged_gpu_seconds_total", report.charged_gpu_s)
+        for name, attr in (("allot_leaf_usage_gpu_seconds", "usage"), ("allot_leaf_share", "share"),
+                           ("allot_leaf_rank_metric", "metric"), ("allot_leaf_rank", "rank")):
+            m.replace(name, {(("leaf", leaf),): float(getattr(r, attr))
+                             for leaf, r in decision.ranks.items()})
+        m.set("allot_last_loop_duration_seconds", report.duration_s)
+        m.observe("allot_loop_duration_seconds", report.duration_s)
+        m.set("allot_last_pass_timestamp_seconds", report.now)
+        stats = self.client.stats
+        with stats.lock:
+            m.set("allot_api_calls_total", stats.calls)
+            m.set("allot_api_retries_total", stats.retries)
+            m.replace("allot_api_errors_total", {(("status", str(s)),): float(n)
+                                                 for s, n in stats.errors.items()})
+
+    # ------------------------------------------------------------------ watches
+
+    def wake(self) -> None:
+        """Ask for a pass now (watch events call this)."""
+        self._wake.set()
+
+    def start_watches(self) -> None:
+        for kind in ("jobs", "nodes"):
+            t = threading.Thread(target=self._watch_loop, args=(kind,), daemon=True,
+                                 name=f"allot-watch-{kind}")
+            t.start()
+            self._threads.append(t)
+
+    def _relevant(self, kind: str, etype: str, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        prints = self._prints[kind]
+        if etype == "DELETED":
+            prints.pop(key, None)
+            return True
+        new = FINGERPRINTS[kind](obj)
+        old = prints.get(key)
+        prints[key] = new
+        return old != new
+
+    def _watch_loop(self, kind: str) -> None:
+        ns = self.options.watch_namespace if kind == "jobs" else None
+        rv: str | None = None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    items, rv = self.client.list(kind, ns)
+                    self._prints[kind] = {
+                        str((o.get("metadata") or {}).get("uid")): FINGERPRINTS[kind](o)
+                        for o in items}
+                    self.wake()  # events may have been missed before this list
+                watch = self.client.watch(kind, rv, ns, self.options.watch_timeout_s)
+                self._watches[kind] = watch
+                if self._stop.is_set():
+                    break
+                for etype, obj in watch:
+                    if self._relevant(kind, etype, obj):
+                        self.wake()
+                rv = watch.resource_version
+            except Gone:
+                log.info("watch %s: resourceVersion %s expired (410); relisting", kind, rv)
+                rv = None
+            except ApiError as err:
+                log.warning("watch %s failed: %s; retrying", kind, err)
+                self._stop.wait(1.0)
+
+    # ------------------------------------------------------------------ running
+
+    @property
+    def interval_s(self) -> float:
+        """The resync period: the option, else the policy's scheduling interval."""
+        if self.options.interval_s:
+            return self.options.interval_s
+        config = self.policy.config
+        return config.policy.scheduling_interval_s if config is not None else 60.0
+
+    def run(self, once: bool = False) -> PassReport | None:
+        """Run passes until :meth:`stop` (or a single pass with ``once``)."""
+        if once:
+            try:
+                return self.run_pass()
+            finally:
+                if not self.options.dry_run:
+                    self.elector.release()
+        self.start_watches()
+        renew_every = max(0.05, self.options.lease_s / 3)
+        next_resync = 0.0
+        report: PassReport | None = None
+        force = True
+        try:
+            while not self._stop.is_set():
+                woke = self._wake.is_set()
+                self._wake.clear()
+                if woke or force or time.monotonic() >= next_resync:
+                    report = self.run_pass()
+                    next_resync = time.monotonic() + self.interval_s
+                    force = report.stale
+                elif not self.options.dry_run:
+                    was_leader = self.elector.is_leader()
+                    if self.elector.try_acquire_or_renew() and not was_leader:
+                        force = True  # just became leader: pass at once
+                        continue
+                wait = min(renew_every, max(0.0, next_resync - time.monotonic()))
+                if force:
+                    wait = 0.0
+                if self._wake.wait(wait) and self.options.debounce_s:
+                    self._stop.wait(self.options.debounce_s)
+        finally:
+            self._shutdown()
+        return report
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for watch in list(self._watches.values()):
+            watch.close()
+
+    def _shutdown(self) -> None:
+        for watch in list(self._watches.values()):
+            watch.close()
+        for t in self._threads:
+            t.join(timeout=2.0)
+        self._threads.clear()
+        if not self.options.dry_run:
+            self.elector.release()

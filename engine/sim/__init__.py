@@ -1,0 +1,70 @@
+"""The simulator: replay a trace of workloads through a scheduler, minute by simulated minute.
+
+A shell around the pure decision core, like the reconciler: it builds a
+:class:`~engine.core.types.Snapshot` at every schedulable moment, calls a scheduler function
+``(snapshot, config, now) -> Decision`` (``engine.core.decide.decide`` or a baseline), and
+applies the actions exactly as the reconciler would. Everything is deterministic: the same
+config, trace and seed give byte-identical reports.
+
+Public API (stable; the impact and dashboard commands code against it)
+-----------------------------------------------------------------------
+
+Traces (``engine.sim.trace``, ``engine.sim.importers``)::
+
+    Task(id, submit, pods, gpus_per_pod, runtime, owner, leaf=None, min_runtime=None,
+         resumable=None, priority=0, klass=None, cluster=None)     # frozen; times in seconds
+        .gpus -> int                                               # pods * gpus_per_pod
+        .funded -> bool                                            # leaf set and min_runtime > 0
+    NodeFailure(time, node, repair_s)                              # node name "h100-n0003"
+    Trace(tasks, failures=(), name="", meta={})                    # frozen, tasks sorted by (submit, id)
+        .span -> float, .owners() -> tuple[str, ...], .window(start, end) -> Trace
+    load_trace(path_or_name, *, fmt=None, columns=None) -> Trace   # "philly", "helios", a
+        # .csv/.csv.gz/.jsonl/.yaml/.json path in the documented format (schemas/trace.schema.json),
+        # or ("generic" fmt) any CSV with a column mapping {field: column}
+    save_trace(trace, path)                                        # .csv or .jsonl
+
+Preparing a trace for a config (``engine.sim.prepare``)::
+
+    prepare_trace(trace, config, *, mapping=None, rules=ContractRules(), demand_ratio=None,
+                  seed=0) -> Trace
+        # owner -> leaf (mapping dict / mapping file / derived), contracts for tasks without
+        # them, time compression to reach demand_ratio on config's capacity.
+    ContractRules(debug_max_runtime_s=900, resumable_share=0.5, unfunded_share=0.1, ...)
+    load_mapping(path) -> dict[owner, leaf];  derive_mapping(trace, tree) -> dict
+    derive_tree(trace, shares="equal"|"demand") -> BudgetTree      # one leaf per owner
+    compression_for_ratio(trace, capacity_gpus, ratio) -> float;  demand_ratio(trace, gpus)
+    synthetic_trace(config, *, days, tasks, demand_ratio=2.5, seed=0, failures=True, ...) -> Trace
+
+Running (``engine.sim.engine``, ``engine.sim.experiment``)::
+
+    simulate(config, trace, scheduler="budget"|"legacy"|"monopoly"|Scheduler, *, seed=0,
+             horizon=None, options=SimOptions(), progress=None) -> SimResult
+        # trace must be prepared (every task has min_runtime and resumable set).
+        # progress: callable(sim_now, horizon) or None.
+    SimOptions(checkpoint_loss_s=300, restart_overhead_s=120)
+    run_experiment(config, trace, schedulers=("budget", "legacy"), seed=0, ...) -> Experiment
+        # Experiment.results: dict[name, SimResult]; .summary() -> dict (stable keys)
+    write_report(experiment, outdir) -> list[Path]   # summary.json, report.md, *.png
+
+Results (``engine.sim.result``, ``engine.sim.metrics``)::
+
+    SimResult
+        .scheduler: str, .horizon: float, .config, .trace
+        .tasks: dict[id, TaskRecord]      # submit, first_start, end, state, waits, preemptions,
+                                          # segments, gpu_s_lost, klass, leaf, funded
+        .segments: list[Segment]          # one run of a task on GPUs: task, start, end,
+                                          # gpus ((node, (gpu indices...)), ...), protected_until,
+                                          # allocated, preempted (ended by preemption), leaf
+        .events: list[Event]              # (time, kind, task|node, detail): submit, start,
+                                          # preempt, complete, reject, fail, repair, cordon, drained
+        .decide_calls: int, .wall_s: float
+        .metrics() -> Metrics             # cached
+        .summary() -> dict                # stable keys, see engine.sim.metrics.SUMMARY_KEYS
+    Metrics: waits (overall / per class / per team: p50, p90, p99, n, censored),
+        preemptions, gpu_hours_lost, occupancy, unallocated_share, per team entitled vs delivered
+        GPU-hours, teams_at_95, hourly series (capacity, delivered and entitled per team).
+
+Command: ``allot simulate`` (``engine.commands.simulate``).
+"""
+
+from __future__ import annotations

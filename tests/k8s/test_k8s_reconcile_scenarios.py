@@ -1,0 +1,238 @@
+"""The reconciler against the Kubernetes API emulator, through the official client: what a
+researcher and an operator see happen to their Jobs and Nodes.
+
+Every scenario runs passes by hand (``run_pass``) on the emulator's frozen clock, so "a Job ran
+for two hours" is ``env.advance(7200)``. The policy: leaves ``team-a`` and ``team-b`` at 50 %
+each, 8-GPU nodes, min runtime capped at 8 h, grace period 2 m.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.k8s import marks
+from tests.k8s.reconcile_support import Env, T0, ann, events_for, job
+
+
+@pytest.fixture
+def env(kube_emulator, kube_client, tmp_path):
+    return Env(kube_emulator, kube_client, tmp_path / "policy")
+
+
+def pods_on(env: Env, ns: str, name: str) -> list[str]:
+    return sorted((p.get("spec") or {}).get("nodeName") or "" for p in env.emu.job_pods(ns, name))
+
+
+def test_debug_job_is_admitted_pinned_explained_and_never_admitted_twice(env):
+    env.nodes(2)
+    env.submit(job("team-a", "dbg", budget="team-a", min_runtime="10m", gpus=2))
+    r = env.reconciler()
+    report = r.run_pass()
+    assert report.result.admitted == ["team-a/dbg"]
+    j = env.job("team-a", "dbg")
+    a = ann(j)
+    assert j["spec"]["suspend"] is False
+    assert a[marks.STATE] == "running" and a[marks.LEAF] == "team-a"
+    assert a[marks.STARTED_AT] == marks.format_time(T0)
+    assert a[marks.PROTECTED_UNTIL] == marks.format_time(T0 + 600)
+    node_name = a[marks.PLACEMENT].split("=")[0]
+    assert a[marks.PLACEMENT] == f"{node_name}=2"
+    assert a[marks.CONFIG] == r.policy.commit and a[marks.CONFIG].startswith("dir:")
+    term = j["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    assert term["matchExpressions"] == [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]
+    assert pods_on(env, "team-a", "dbg") == [node_name]  # the scheduler honoured the pin
+    (event,) = events_for(env.emu, "dbg", "Admitted")
+    assert event["type"] == "Normal" and "protected for 10m" in event["message"]
+    assert "rank 1/2" in event["message"]
+    for _ in range(3):
+        env.advance(30)
+        assert r.run_pass().result.admitted == []
+    assert env.admissions("team-a", "dbg") == 1
+    assert len(events_for(env.emu, "dbg", "Admitted")) == 1
+
+
+def test_waiting_job_is_explained_on_its_annotations(env):
+    env.nodes(1)
+    env.submit(job("team-a", "big", budget="team-a", min_runtime="1h", gpus=8))
+    env.submit(job("team-a", "next", budget="team-a", min_runtime="1h", gpus=8))
+    env.reconciler().run_pass()
+    a = ann(env.job("team-a", "next"))
+    assert env.job("team-a", "next")["spec"]["suspend"] is True
+    assert a[marks.STATE] == "pending"
+    assert a[marks.REASON].startswith("waiting: needs") and "0 GPUs free" in a[marks.REASON]
+    # position 2: behind "big", which this same pass admitted
+    assert a[marks.QUEUE_POSITION] == "2" and a[marks.RANK] == "1" and a[marks.LEAF] == "team-a"
+
+
+def test_over_budget_job_is_preempted_for_an_under_budget_one(env):
+    env.nodes(1)
+    env.submit(job("team-b", "hog", budget="team-b", min_runtime="1h", gpus=8))
+    r = env.reconciler()
+    assert r.run_pass().result.admitted == ["team-b/hog"]
+    env.advance(2 * 3600)  # team-b used 16 GPU-hours; its protection ended after 1 h
+    env.submit(job("team-a", "fresh", budget="team-a", min_runtime="1h", gpus=8))
+    report = r.run_pass()
+    assert report.result.preempted == ["team-b/hog"]
+    hog = env.job("team-b", "hog")
+    a = ann(hog)
+    assert hog["spec"]["suspend"] is True and a[marks.STATE] == "preempted"
+    assert marks.PLACEMENT not in a and marks.STARTED_AT not in a
+    assert a[marks.PREEMPTIONS] == "1" and float(a[marks.RUN_SECONDS]) == 7200.0
+    run = marks.RunRecord.parse(a[marks.LAST_RUN])
+    assert (run.start, run.end, run.gpus, run.leaf) == (T0, T0 + 7200, 8, "team-b")
+    (event,) = events_for(env.emu, "hog", "Preempted")
+    assert event["type"] == "Warning" and "team-a/fresh" in event["message"]
+    assert "120s grace" in event["message"]
+    # the kubelet gave the pods SIGTERM and the template's grace period
+    terms = [t for t in env.emu.terminations if t.job == "hog"]
+    assert terms and all(t.reason == "Suspended" and t.grace_seconds == 120 for t in terms)
+    # the preemptor gets the GPUs (this pass or the next) and team-b's usage was charged
+    if "team-a/fresh" not in report.result.admitted:
+        env.advance(1)
+        assert r.run_pass().result.admitted == ["team-a/fresh"]
+    assert env.state("team-a", "fresh") == "running"
+    assert env.ledger_usage()["team-b"] == pytest.approx(8 * 7200)
+
+
+def test_protected_job_is_not_preempted_until_its_min_runtime_is_over(env):
+    env.nodes(1)
+    env.submit(job("team-b", "hog", budget="team-b", min_runtime="1h", gpus=8))
+    r = env.reconciler()
+    r.run_pass()
+    env.advance(1800)
+    env.submit(job("team-a", "fresh", budget="team-a", min_runtime="1h", gpus=8))
+    report = r.run_pass()
+    assert report.result.preempted == [] and report.result.admitted == []
+    a = ann(env.job("team-a", "fresh"))
+    assert a[marks.STATE] == "pending"
+    hog = ann(env.job("team-b", "hog"))
+    assert hog[marks.STATE] == "running"
+    env.advance(1800 - 1)  # one second before the protection ends: still protected
+    assert r.run_pass().result.preempted == []
+    env.advance(1)
+    assert r.run_pass().result.preempted == ["team-b/hog"]
+
+
+def test_unallocated_work_is_preempted_first(env):
+    env.nodes(2)
+    env.submit(job("team-b", "funded", budget="team-b", min_runtime="1h", gpus=8))
+    env.submit(job("team-b", "free", min_runtime="0", gpus=8))  # unallocated: no budget
+    r = env.reconciler()
+    assert sorted(r.run_pass().result.admitted) == ["team-b/free", "team-b/funded"]
+    assert ann(env.job("team-b", "free"))[marks.PROTECTED_UNTIL] == marks.format_time(T0)
+    assert marks.LEAF not in ann(env.job("team-b", "free"))
+    env.advance(2 * 3600)  # team-b's funded job is now over budget and unprotected too
+    env.submit(job("team-a", "fresh", budget="team-a", min_runtime="1h", gpus=8))
+    report = r.run_pass()
+    assert report.result.preempted == ["team-b/free"]
+    assert env.state("team-b", "funded") == "running"
+    # free work is never charged: only the funded job's 2 h of 8 GPUs
+    assert env.ledger_usage() == {"team-a": 0.0, "team-b": pytest.approx(8 * 7200)}
+
+
+def test_unhealthy_node_is_cordoned_drained_as_min_runtimes_end_and_labelled(env):
+    env.nodes(2)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="1h", gpus=8))
+    env.submit(job("team-b", "b", budget="team-b", min_runtime="1h", gpus=8))
+    r = env.reconciler()
+    r.run_pass()
+    sick = ann(env.job("team-a", "a"))[marks.PLACEMENT].split("=")[0]
+    env.emu.set_node_condition(sick, "GPUUnhealthy", "True")
+    env.advance(600)
+    report = r.run_pass()
+    assert report.result.cordoned == [sick] and report.result.evicted == []
+    node = env.emu.get("nodes", None, sick)
+    assert node["spec"]["unschedulable"] is True
+    assert node["metadata"]["annotations"][marks.CORDON_REASON]
+    assert events_for(env.emu, sick, "Cordoned")
+    env.advance(3000)  # the job on the sick node reaches its min runtime
+    report = r.run_pass()
+    assert report.result.evicted == ["team-a/a"] and report.result.preempted == []
+    (ev,) = events_for(env.emu, "a", "Evicted")
+    assert "unhealthy" in ev["message"]
+    env.advance(60)
+    report = r.run_pass()
+    assert report.result.drained == [sick]
+    assert env.emu.get("nodes", None, sick)["metadata"]["labels"]["allot.dev/drained"] == "true"
+    assert events_for(env.emu, sick, "Drained")
+    env.advance(60)
+    assert r.run_pass().result.drained == []  # labelled once, not every pass
+    assert len(events_for(env.emu, sick, "Drained")) == 1
+
+
+def test_bad_contract_is_rejected_with_an_event_and_never_admitted(env):
+    env.nodes(1)
+    env.submit(job("team-a", "typo", budget="team-aa", min_runtime="1h", gpus=1))
+    env.submit(job("team-a", "greedy", budget="team-a", min_runtime="9h", gpus=1))
+    r = env.reconciler()
+    report = r.run_pass()
+    assert sorted(report.result.rejected) == ["team-a/greedy", "team-a/typo"]
+    for name, words in (("typo", "team-aa"), ("greedy", "8h")):
+        j = env.job("team-a", name)
+        assert j["spec"]["suspend"] is True
+        assert ann(j)[marks.STATE] == "rejected" and words in ann(j)[marks.REASON]
+        (ev,) = events_for(env.emu, name, "Rejected")
+        assert ev["type"] == "Warning" and words in ev["message"]
+    env.advance(120)
+    assert r.run_pass().result.rejected == []  # already said: no new Event
+    assert len(events_for(env.emu, "typo", "Rejected")) == 1
+    assert env.admissions("team-a", "typo") == 0
+
+
+def test_fixed_labels_make_a_rejected_job_schedulable(env):
+    env.nodes(1)
+    env.submit(job("team-a", "typo", budget="team-aa", min_runtime="1h"))
+    r = env.reconciler()
+    r.run_pass()
+    env.emu.patch("Job", "team-a", "typo", {"metadata": {"labels": {"allot.dev/budget": "team-a"}}})
+    assert r.run_pass().result.admitted == ["team-a/typo"]
+
+
+def test_job_created_unsuspended_is_held_then_admitted_by_the_reconciler(env):
+    env.nodes(1)
+    env.submit(job("team-a", "eager", budget="team-a", min_runtime="1h", gpus=4, suspend=False))
+    r = env.reconciler()
+    assert r.run_pass().result.held == ["team-a/eager"]
+    assert env.job("team-a", "eager")["spec"]["suspend"] is True
+    assert events_for(env.emu, "eager", "Held")
+    env.advance(5)
+    assert r.run_pass().result.admitted == ["team-a/eager"]
+    j = env.job("team-a", "eager")
+    assert j["spec"]["suspend"] is False and ann(j)[marks.STATE] == "running"
+    assert pods_on(env, "team-a", "eager") == [ann(j)[marks.PLACEMENT].split("=")[0]]
+
+
+def test_preempted_job_is_readmitted_on_new_nodes(env):
+    env.nodes(1)
+    env.submit(job("team-b", "hog", budget="team-b", min_runtime="1h", gpus=8))
+    r = env.reconciler()
+    r.run_pass()
+    env.advance(7200)
+    env.submit(job("team-a", "fresh", budget="team-a", min_runtime="10m", gpus=8))
+    r.run_pass()
+    r.run_pass()
+    env.advance(600)
+    env.emu.complete_job("team-a", "fresh")
+    env.emu.add_node("n9", gpus=8, labels={"allot.dev/cluster": "gpu"})
+    env.advance(60)
+    report = r.run_pass()
+    assert report.result.admitted == ["team-b/hog"]
+    hog = env.job("team-b", "hog")
+    assert ann(hog)[marks.STARTED_AT] == marks.format_time(T0 + 7200 + 660)
+    assert ann(env.job("team-a", "fresh"))[marks.STATE] == "finished"
+    assert env.emu.job_pods("team-b", "hog")  # pods created again after re-pinning
+    # the finished job was charged to its completion, not beyond
+    assert env.ledger_usage()["team-a"] == pytest.approx(8 * 600)
+
+
+def test_dry_run_writes_nothing(env):
+    env.nodes(1)
+    env.submit(job("team-a", "dbg", budget="team-a", min_runtime="10m", gpus=1))
+    env.emu.clear_requests()
+    report = env.reconciler(dry_run=True).run_pass()
+    assert report.result.admitted == ["team-a/dbg"]
+    assert any("admit team-a/dbg" in p for p in report.result.planned)
+    assert {req.method for req in env.emu.requests} == {"GET"}
+    assert env.job("team-a", "dbg")["spec"]["suspend"] is True

@@ -22,6 +22,12 @@ COMMANDS: tuple[str, ...] = (
     "tree",
     "codeowners",
     "reconcile",
+    "simulate",
+    "explain",
+    "queue",
+    "eta",
+    "usage",
+    "dashboard",
 )
 
 

@@ -25,15 +25,19 @@ Traces (``engine.sim.trace``, ``engine.sim.importers``)::
 
 Preparing a trace for a config (``engine.sim.prepare``)::
 
-    prepare_trace(trace, config, *, mapping=None, rules=ContractRules(), demand_ratio=None,
-                  seed=0) -> Trace
-        # owner -> leaf (mapping dict / mapping file / derived), contracts for tasks without
-        # them, time compression to reach demand_ratio on config's capacity.
-    ContractRules(debug_max_runtime_s=900, resumable_share=0.5, unfunded_share=0.1, ...)
-    load_mapping(path) -> dict[owner, leaf];  derive_mapping(trace, tree) -> dict
-    derive_tree(trace, shares="equal"|"demand") -> BudgetTree      # one leaf per owner
+    prepare_trace(trace, config, *, mapping=None, rules=ContractRules(),
+                  demand_ratio_target=None, seed=0) -> Trace
+        # owner -> leaf (mapping dict / mapping file path / derived), contracts for tasks
+        # without them, time compression to reach the offered demand ratio on config's capacity.
+    ContractRules(debug_max_runtime_s=900, resumable_share=0.5, unfunded_share=0.1,
+                  large_gpus=64, long_resumable=True)
+    load_mapping(path) -> dict[owner, leaf|None];  derive_mapping(trace, tree) -> dict
+    derive_tree(trace, shares="equal"|"demand") -> BudgetTree      # one leaf per owner (leaf_name)
     compression_for_ratio(trace, capacity_gpus, ratio) -> float;  demand_ratio(trace, gpus)
-    synthetic_trace(config, *, days, tasks, demand_ratio=2.5, seed=0, failures=True, ...) -> Trace
+    with_clusters(config, "h100:40,b200") -> Config                # restrict / resize clusters
+    horizon_of(trace) -> float                                     # meta["horizon"] or derived
+    synthetic_trace(config, *, days=7, tasks=5000, demand_ratio_target=1.2, seed=0,
+                    debug_share=0.3, large_share=0.01, failures_per_node_day=0.01) -> Trace
 
 Running (``engine.sim.engine``, ``engine.sim.experiment``)::
 
@@ -41,10 +45,13 @@ Running (``engine.sim.engine``, ``engine.sim.experiment``)::
              horizon=None, options=SimOptions(), progress=None) -> SimResult
         # trace must be prepared (every task has min_runtime and resumable set).
         # progress: callable(sim_now, horizon) or None.
-    SimOptions(checkpoint_loss_s=300, restart_overhead_s=120)
+    SimOptions(checkpoint_loss_s=300, restart_overhead_s=120, cadence="interval"|"event")
     run_experiment(config, trace, schedulers=("budget", "legacy"), seed=0, ...) -> Experiment
         # Experiment.results: dict[name, SimResult]; .summary() -> dict (stable keys)
-    write_report(experiment, outdir) -> list[Path]   # summary.json, report.md, *.png
+    write_report(experiment, outdir, pictures=True) -> list[Path]
+        # summary.json, report.md, tasks-<scheduler>.csv, gantt.png, usage.png, waits.png
+    engine.sim.report.text_table(summary) / markdown(summary) / summary_rows(summary)
+    engine.sim.plots.plot_gantt(results, path, (start, end)), plot_usage, plot_waits
 
 Results (``engine.sim.result``, ``engine.sim.metrics``)::
 
@@ -60,7 +67,9 @@ Results (``engine.sim.result``, ``engine.sim.metrics``)::
         .decide_calls: int, .wall_s: float
         .metrics() -> Metrics             # cached
         .summary() -> dict                # stable keys, see engine.sim.metrics.SUMMARY_KEYS
-    Metrics: waits (overall / per class / per team: p50, p90, p99, n, censored),
+        .decide_s: seconds inside the scheduler, .sim_events: events processed
+    Metrics (.summary dict, .hours, .capacity_h, .delivered_h/.entitled_h/.demand_h per team
+        as hourly numpy arrays of GPU-hours, .waits_by_class): waits (overall / per class / per team: p50, p90, p99, n, censored),
         preemptions, gpu_hours_lost, occupancy, unallocated_share, per team entitled vs delivered
         GPU-hours, teams_at_95, hourly series (capacity, delivered and entitled per team).
 
@@ -68,3 +77,21 @@ Command: ``allot simulate`` (``engine.commands.simulate``).
 """
 
 from __future__ import annotations
+
+from engine.sim.engine import SimOptions, SimulationError, simulate  # noqa: E402
+from engine.sim.experiment import Experiment, run_experiment  # noqa: E402
+from engine.sim.importers import load_trace  # noqa: E402
+from engine.sim.prepare import (ContractRules, compression_for_ratio, demand_ratio,  # noqa: E402
+                                derive_mapping, derive_tree, load_mapping, prepare_trace,
+                                with_clusters)
+from engine.sim.result import Event, Segment, SimResult, TaskRecord  # noqa: E402
+from engine.sim.schedulers import Scheduler, get_scheduler  # noqa: E402
+from engine.sim.synthetic import synthetic_trace  # noqa: E402
+from engine.sim.trace import NodeFailure, Task, Trace, save_trace  # noqa: E402
+
+
+def write_report(experiment, outdir, pictures: bool = True):
+    """See :func:`engine.sim.report.write_report` (imported lazily: it loads matplotlib)."""
+    from engine.sim.report import write_report as _write
+
+    return _write(experiment, outdir, pictures=pictures)

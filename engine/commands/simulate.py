@@ -1,0 +1,178 @@
+"""``allot simulate``: replay a trace through the budget scheduler beside a baseline.
+
+With no arguments it is the README's main job on the embedded default: this repo's
+``budgets/`` and ``policies/``, the bundled Philly trace (a one-week window onto the h100
+cluster resized to the trace's scale, see :data:`DEFAULT`), the legacy scheduler beside the
+budget scheduler, a summary table on stdout and the report in ``./allot-report/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from engine.durations import parse_duration
+from engine.errors import Problem, UserError
+
+# The embedded default experiment (each value is also a flag's default).
+DEFAULT = {
+    "trace": "philly",
+    "window": "28d:35d",        # a week of Philly (2017-10-02 to 10-09) with a late burst
+    "cluster": "h100:40",       # 320 H100 GPUs (2.5 InfiniBand blocks): Philly's scale
+    "demand_ratio": 1.1,        # offered GPU-time / capacity (queued demand then runs 2-3x)
+    "baseline": "legacy",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="replay a trace: budget scheduler vs baselines, with a report",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trace", default=DEFAULT["trace"],
+                   help="bundled trace (philly, helios), 'synthetic', or a trace file "
+                        "(.csv/.csv.gz/.jsonl/.yaml in schemas/trace.schema.json) [%(default)s]")
+    p.add_argument("--trace-format", choices=["allot", "philly", "helios", "generic"],
+                   help="read --trace as this format (generic needs --columns)")
+    p.add_argument("--columns", help="generic CSV column mapping: field=column,... "
+                                     "(submit, runtime, owner, gpus or pods/gpus_per_pod; optional id, "
+                                     "leaf, min_runtime, resumable, priority, class)")
+    p.add_argument("--mapping", help="owner -> leaf mapping file (default: the bundled trace's "
+                                     "mapping.yaml, else derived by demand)")
+    p.add_argument("--tree", choices=["repo", "equal", "demand"], default="repo",
+                   help="budget tree: the repo's, or one leaf per trace owner with equal or "
+                        "demand-proportional shares [%(default)s]")
+    p.add_argument("--root", default=".", help="repository with budgets/ and policies/ [%(default)s]")
+    p.add_argument("--rev", help="git revision of --root to load the config from (default: work tree)")
+    p.add_argument("--baseline", default=DEFAULT["baseline"],
+                   help="comma-separated baselines run beside the budget scheduler: legacy, "
+                        "monopoly, or none [%(default)s]")
+    p.add_argument("--window", default=None,
+                   help=f"START:END of the trace to replay, as durations from its start "
+                        f"(e.g. 28d:42d) [{DEFAULT['window']} for the default trace]")
+    p.add_argument("--days", type=float, help="replay this many days from the window start")
+    p.add_argument("--demand-ratio", type=float, default=None,
+                   help=f"compress time so offered demand / capacity is this "
+                        f"[{DEFAULT['demand_ratio']}; 0 keeps the trace's own rate]")
+    p.add_argument("--cluster", default=None,
+                   help=f"clusters to simulate: name or name:nodes, comma-separated "
+                        f"[{DEFAULT['cluster']} for bundled traces; the config's otherwise]")
+    p.add_argument("--tasks", type=int, default=20000, help="tasks of a synthetic trace [%(default)s]")
+    p.add_argument("--cadence", choices=["interval", "event"], default="interval",
+                   help="scheduling passes on the policy interval grid, or at every event [%(default)s]")
+    p.add_argument("--out", default="allot-report", help="report directory [%(default)s]")
+    p.add_argument("--no-pictures", action="store_true", help="skip the PNGs")
+    p.add_argument("--seed", type=int, default=0, help="seed for contracts and synthetic traces [%(default)s]")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="stdout: summary table or the JSON summary [%(default)s]")
+    p.add_argument("--progress", action="store_true", help="show progress on stderr even when not a TTY")
+    p.set_defaults(func=run)
+
+
+def _window(text: str) -> tuple[float, float | None]:
+    start, sep, end = text.partition(":")
+    try:
+        a = parse_duration(start) if start else 0.0
+        b = parse_duration(end) if end else None
+    except ValueError as err:
+        raise UserError([Problem("--window", 0, 0, str(err), "write START:END, e.g. 28d:42d")]) from None
+    if not sep or (b is not None and b <= a):
+        raise UserError([Problem("--window", 0, 0, f"bad window {text!r}", "write START:END with END > START")])
+    return a, b
+
+
+def build_experiment_inputs(args: argparse.Namespace):
+    """(config, prepared trace) from the parsed flags."""
+    from dataclasses import replace
+
+    from engine.loader import load_config
+    from engine.sim.importers import BUNDLED, load_trace
+    from engine.sim.prepare import (derive_tree, leaf_name, prepare_trace, with_clusters)
+    from engine.sim.synthetic import synthetic_trace
+
+    config = load_config(args.root, rev=args.rev)
+    bundled = args.trace in BUNDLED and not args.trace_format
+    cluster = args.cluster if args.cluster is not None else (DEFAULT["cluster"] if bundled else None)
+    config = with_clusters(config, cluster)
+    window = args.window if args.window is not None else (
+        DEFAULT["window"] if args.trace == DEFAULT["trace"] and not args.trace_format else None)
+    ratio = args.demand_ratio if args.demand_ratio is not None else DEFAULT["demand_ratio"]
+    if args.trace == "synthetic":
+        days = args.days or 7.0
+        trace = synthetic_trace(config, days=days, tasks=args.tasks, demand_ratio_target=ratio or 1.1,
+                                seed=args.seed)
+        return config, prepare_trace(trace, config, seed=args.seed)
+    columns = None
+    if args.columns:
+        columns = dict(kv.split("=", 1) for kv in args.columns.split(",") if "=" in kv)
+    trace = load_trace(args.trace, fmt=args.trace_format, columns=columns)
+    if window or args.days:
+        a, b = _window(window) if window else (0.0, None)
+        if args.days:
+            b = a + args.days * 86400.0
+        trace = trace.window(a, b)
+    mapping = args.mapping
+    if args.tree != "repo":
+        tree = derive_tree(trace, args.tree)
+        config = replace(config, tree=tree, origin=f"{config.origin} (tree derived: {args.tree})")
+        mapping = {o: leaf_name(o) for o in trace.owners()}
+    elif mapping is None and bundled:
+        mapping = str(BUNDLED[args.trace][1].parent / "mapping.yaml")
+    return config, prepare_trace(trace, config, mapping=mapping, seed=args.seed,
+                                 demand_ratio_target=ratio or None)
+
+
+class Progress:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.last = 0.0
+
+    def __call__(self, name: str, now: float, end: float) -> None:
+        if not self.enabled:
+            return
+        t = time.monotonic()
+        if now < end and t - self.last < 0.2:
+            return
+        self.last = t
+        frac = min(1.0, now / end) if end else 1.0
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(f"\r{name:>9} [{bar:<30}] {100 * frac:5.1f}%  day {now / 86400:6.2f}")
+        if now >= end:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.sim.engine import SimOptions
+    from engine.sim.experiment import run_experiment
+    from engine.sim.report import text_table, write_report
+    from engine.sim.schedulers import NAMES
+
+    baselines = [b.strip() for b in args.baseline.split(",") if b.strip() and b.strip() != "none"]
+    bad = [b for b in baselines if b not in NAMES or b == "budget"]
+    if bad:
+        raise UserError([Problem("--baseline", 0, 0, f"unknown baseline(s) {', '.join(bad)}",
+                                 "choose from legacy, monopoly, none")])
+    t0 = time.monotonic()
+    config, trace = build_experiment_inputs(args)
+    progress = Progress(args.progress or sys.stderr.isatty())
+    exp = run_experiment(config, trace, ["budget", *baselines], seed=args.seed,
+                         options=SimOptions(cadence=args.cadence), progress=progress)
+    paths = write_report(exp, args.out, pictures=not args.no_pictures)
+    summary = exp.summary()
+    if args.format == "json":
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        d = summary["experiment"]
+        print(f"{d['trace']}: {d['tasks']} tasks, {d['config']['gpus']} GPUs, horizon "
+              f"{d['horizon_s'] / 86400:.1f} days, compression x{d['compression']:g}")
+        print(text_table(summary))
+        walls = ", ".join(f"{n} {r.wall_s:.1f}s ({r.decide_calls} passes, "
+                          f"{1000 * r.decide_s / max(1, r.decide_calls):.1f} ms each)"
+                          for n, r in exp.results.items())
+        print(f"wall: {time.monotonic() - t0:.1f}s total; {walls}")
+        print(f"report: {Path(args.out) / 'report.md'} ({len(paths)} files)")
+    return 0

@@ -1,0 +1,422 @@
+"""The discrete-event loop: jump between schedulable moments, decide, apply, charge.
+
+Moments are submissions, completions, min-runtime expiries, node failures and repairs, and a
+re-evaluation tick ``policy.scheduling_interval_s`` after the last decision (ranks move as
+usage accrues). All events at one instant are applied first, then the scheduler is called
+*once* for that instant, and only if something could change: a submission or failure
+always; a completion, expiry or repair only while work is pending (or an unhealthy node still
+holds work); the tick only then too. Between moments nothing is evaluated, so a quiet week
+costs nothing.
+
+Applying a decision is what the reconciler does: preemptions first (GPUs freed; a resumable
+task keeps its progress less ``checkpoint_loss_s``, a non-resumable one starts over), then
+admissions (the placement must name healthy, uncordoned nodes with enough free GPUs, else the
+scheduler is wrong and :class:`SimulationError` is raised), rejections, cordons. A restarted
+run pays ``restart_overhead_s`` before making progress again. An unhealthy node that becomes
+empty is repaired ``repair_s`` later.
+
+Charging: the ledger is charged per leaf with the billing-weighted GPUs of its *allocated*
+running work, piecewise constant between moments (flushed before every change), so
+``usage(now)`` is exact. Unallocated work is never charged.
+
+Pending work is presented to the scheduler oldest first (by submission time, then id).
+Determinism: the heap orders equal times by kind then by a sequence number; nothing depends on
+hashing or wall time except the reported ``wall_s``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time as _time
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.core.ledger import Ledger
+from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState, Placement,
+                               Preempt, Reject, Running, Snapshot, Workload)
+from engine.model import Config
+from engine.sim.prepare import horizon_of
+from engine.sim.result import Event, Segment, SimResult, TaskRecord
+from engine.sim.schedulers import Scheduler, get_scheduler
+from engine.sim.trace import Task, Trace
+
+# event kinds, in the order they apply at one instant
+COMPLETE, FAIL, REPAIR, SUBMIT, EXPIRE, PASS = range(6)
+ProgressFn = Callable[[float, float], None]
+
+
+class SimulationError(RuntimeError):
+    """A scheduler returned an action the cluster cannot apply (a bug, never a user error)."""
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """``cadence``: ``interval`` runs scheduling passes on the policy's interval grid (what the
+    reconciler does: one pass every ``scheduling_interval_s`` when something happened since the
+    last one), ``event`` runs a pass at the very instant of every event (slower, and waits
+    shorter by up to one interval)."""
+
+    checkpoint_loss_s: float = 300.0
+    restart_overhead_s: float = 120.0
+    cadence: str = "interval"
+
+
+class _T:
+    """Mutable per-task state during a run."""
+
+    __slots__ = ("task", "wl", "remaining", "state", "seq", "start", "need", "first_start",
+                 "end", "preemptions", "lost", "queued", "queued_since", "placed", "protected",
+                 "runs", "rate")
+
+    def __init__(self, task: Task, wl: Workload, rate: float):
+        self.task, self.wl, self.rate = task, wl, rate
+        self.remaining = task.runtime
+        self.state = "pending"
+        self.seq = 0
+        self.start = 0.0
+        self.need = 0.0
+        self.first_start: float | None = None
+        self.end: float | None = None
+        self.preemptions = 0
+        self.lost = 0.0
+        self.queued = 0.0
+        self.queued_since = task.submit
+        self.placed: tuple[tuple[str, tuple[int, ...]], ...] = ()
+        self.protected = 0.0
+        self.runs = 0
+
+
+def workload_of(task: Task) -> Workload:
+    contract = Contract(budget=task.leaf if task.funded else None,
+                        min_runtime_s=float(task.min_runtime or 0.0),
+                        resumable=bool(task.resumable), priority=task.priority,
+                        gpus_per_pod=task.gpus_per_pod, pods=task.pods, cluster=task.cluster,
+                        requested_budget=task.leaf,
+                        note="" if task.funded else "unfunded in the trace (min runtime 0)")
+    return Workload(id=task.id, contract=contract, submitted_at=task.submit, owner=task.owner)
+
+
+def build_nodes(config: Config) -> list[NodeState]:
+    out = []
+    for c in config.policy.clusters:
+        for i in range(c.nodes):
+            out.append(NodeState(name=f"{c.name}-n{i:04d}", cluster=c.name, gpus=c.gpus_per_node,
+                                 domain=f"{c.name}-d{i // max(1, c.nodes_per_domain):03d}"))
+    return out
+
+
+def simulate(config: Config, trace: Trace, scheduler: str | Scheduler = "budget", *,
+             seed: int = 0, horizon: float | None = None, options: SimOptions = SimOptions(),
+             progress: ProgressFn | None = None) -> SimResult:
+    """Run ``trace`` (prepared: every task has a contract) under ``scheduler`` until ``horizon``
+    (default: the trace's horizon). ``seed`` is recorded; the loop itself draws nothing."""
+    return _Sim(config, trace, get_scheduler(scheduler), seed, horizon, options, progress).run()
+
+
+class _Sim:
+    def __init__(self, config: Config, trace: Trace, sched: Scheduler, seed: int,
+                 horizon: float | None, options: SimOptions, progress: ProgressFn | None):
+        self.config, self.trace, self.sched, self.opt = config, trace, sched, options
+        self.seed, self.progress = seed, progress
+        self.horizon = float(horizon if horizon is not None else horizon_of(trace))
+        pol = config.policy
+        self.interval = pol.scheduling_interval_s
+        self.nodes: dict[str, NodeState] = {n.name: n for n in build_nodes(config)}
+        self.free: dict[str, list[int]] = {n: list(range(s.gpus)) for n, s in self.nodes.items()}
+        self.weight = {c.name: pol.billing_weight(c.gpu_type) for c in pol.clusters}
+        self.ledger = Ledger(config.tree.leaves(), pol.lookback_s)
+        self.rate: dict[str, float] = {}
+        self.charged: dict[str, float] = {leaf: 0.0 for leaf in config.tree.leaves()}
+        self.flushed = 0.0
+        self.heap: list[tuple[float, int, int, str, int]] = []
+        self.nseq = 0
+        self.tasks: dict[str, _T] = {}
+        self.pending: dict[str, Workload] = {}
+        self.pending_sorted = True
+        self.running: dict[str, Running] = {}
+        self.cache_nodes: tuple[NodeState, ...] | None = None
+        self.cache_running: tuple[Running, ...] | None = None
+        self.cache_pending: tuple[Workload, ...] | None = None
+        self.segments: list[Segment] = []
+        self.events: list[Event] = []
+        self.fail_log: dict[str, list] = {}
+        self.repair_s: dict[str, float] = {}
+        self.marked: set[str] = set()
+        self.passes: set[float] = set()
+        self.decide_calls = 0
+        self.decide_s = 0.0
+        self.nevents = 0
+
+    # ------------------------------------------------------------------ events
+
+    def push(self, t: float, kind: int, key: str = "", seq: int = 0) -> None:
+        self.nseq += 1
+        heapq.heappush(self.heap, (t, kind, self.nseq, key, seq))
+
+    def log(self, t: float, kind: str, subject: str, detail: str = "") -> None:
+        self.events.append(Event(t, kind, subject, detail))
+
+    def run(self) -> SimResult:
+        wall0 = _time.perf_counter()
+        for task in self.trace.tasks:
+            if task.submit < self.horizon:
+                self.push(task.submit, SUBMIT, task.id)
+        for f in self.trace.failures:
+            if f.time < self.horizon and f.node in self.nodes:
+                self.push(f.time, FAIL, f.node)
+                self.repair_s[f.node] = f.repair_s
+        by_id = {t.id: t for t in self.trace.tasks}
+        heap = self.heap
+        report_every = 2000
+        while heap and heap[0][0] < self.horizon:
+            now = heap[0][0]
+            while heap and heap[0][0] == now:
+                _, kind, _, key, seq = heapq.heappop(heap)
+                self.nevents += 1
+                if kind == PASS:
+                    self.passes.discard(now)
+                    self.decide(now)
+                elif self.handle(now, kind, key, seq, by_id):
+                    self.request_pass(now)
+            if self.progress and self.nevents >= report_every:
+                report_every = self.nevents + 2000
+                self.progress(now, self.horizon)
+        self.flush(self.horizon)
+        for st in self.tasks.values():
+            if st.state == "running":
+                self.close(st, self.horizon, preempted=False)
+            elif st.state == "pending":
+                st.queued += self.horizon - st.queued_since
+        if self.progress:
+            self.progress(self.horizon, self.horizon)
+        return self.result(_time.perf_counter() - wall0)
+
+    def handle(self, now: float, kind: int, key: str, seq: int, by_id: dict[str, Task]) -> bool:
+        """Apply one event; return True when it may change the scheduler's decision."""
+        if kind == SUBMIT:
+            task = by_id[key]
+            wl = workload_of(task)
+            rate = 0.0
+            self.tasks[key] = _T(task, wl, rate)
+            self.pending[key] = wl
+            self.cache_pending = None
+            self.log(now, "submit", key)
+            return True
+        if kind == COMPLETE:
+            st = self.tasks[key]
+            if st.state != "running" or st.seq != seq:
+                return False
+            self.flush(now)
+            self.close(st, now, preempted=False)
+            st.state, st.end, st.remaining = "done", now, 0.0
+            self.log(now, "complete", key)
+            return bool(self.pending) or self.draining()
+        if kind == EXPIRE:
+            st = self.tasks[key]
+            if st.state != "running" or st.seq != seq:
+                return False
+            return bool(self.pending) or any(not self.nodes[n].healthy for n, _ in st.placed)
+        if kind == FAIL:
+            node = self.nodes[key]
+            if node.healthy:
+                self.nodes[key] = NodeState(node.name, node.cluster, node.gpus, node.domain,
+                                            healthy=False, cordoned=node.cordoned)
+                self.cache_nodes = None
+                self.fail_log.setdefault(key, []).append([now, None, None])
+                self.log(now, "fail", key)
+                self.maybe_repair(key, now)
+            return True
+        if kind == REPAIR:
+            node = self.nodes[key]
+            self.nodes[key] = NodeState(node.name, node.cluster, node.gpus, node.domain)
+            self.cache_nodes = None
+            self.fail_log[key][-1][2] = now
+            self.marked.discard(key)
+            self.log(now, "repair", key)
+            return bool(self.pending)
+        raise AssertionError(kind)
+
+    def draining(self) -> bool:
+        return any(not n.healthy and len(self.free[name]) < n.gpus for name, n in self.nodes.items())
+
+    def maybe_repair(self, name: str, now: float) -> None:
+        node = self.nodes[name]
+        if not node.healthy and len(self.free[name]) == node.gpus and self.fail_log[name][-1][1] is None:
+            self.fail_log[name][-1][1] = now
+            self.push(now + self.repair_s.get(name, 0.0), REPAIR, name)
+
+    # ------------------------------------------------------------------ charging
+
+    def flush(self, now: float) -> None:
+        if now > self.flushed:
+            dt = now - self.flushed
+            for leaf, r in self.rate.items():
+                if r > 0:
+                    self.ledger.charge(leaf, self.flushed, now, r)
+                    self.charged[leaf] += r * dt
+            self.flushed = now
+
+    # ------------------------------------------------------------------ deciding
+
+    def snapshot(self, now: float) -> Snapshot:
+        if self.cache_nodes is None:
+            self.cache_nodes = tuple(self.nodes.values())
+        if self.cache_running is None:
+            self.cache_running = tuple(self.running.values())
+        if self.cache_pending is None:
+            if not self.pending_sorted:
+                items = sorted(self.pending.items(), key=lambda kv: (kv[1].submitted_at, kv[0]))
+                self.pending = dict(items)
+                self.pending_sorted = True
+            self.cache_pending = tuple(self.pending.values())
+        return Snapshot(self.cache_nodes, self.cache_running, self.cache_pending,
+                        self.ledger.usage(now))
+
+    def decide(self, now: float) -> None:
+        self.flush(now)
+        snap = self.snapshot(now)
+        t0 = _time.perf_counter()
+        decision = self.sched.decide(snap, self.config, now)
+        self.decide_s += _time.perf_counter() - t0
+        self.decide_calls += 1
+        actions = decision.actions
+        for a in actions:
+            if isinstance(a, Preempt):
+                self.preempt(a, now)
+        for a in actions:
+            if isinstance(a, Admit):
+                self.admit(a, now)
+            elif isinstance(a, Reject):
+                st = self.tasks.get(a.workload_id)
+                if st is None or st.state != "pending":
+                    raise SimulationError(f"{self.sched.name}: reject of non-pending {a.workload_id}")
+                st.state, st.end = "rejected", now
+                st.queued += now - st.queued_since
+                del self.pending[a.workload_id]
+                self.cache_pending = None
+                self.log(now, "reject", a.workload_id, a.reason)
+            elif isinstance(a, Cordon):
+                node = self.nodes[a.node]
+                if not node.cordoned:
+                    self.nodes[a.node] = NodeState(node.name, node.cluster, node.gpus, node.domain,
+                                                   healthy=node.healthy, cordoned=True)
+                    self.cache_nodes = None
+                    self.log(now, "cordon", a.node, a.reason)
+            elif isinstance(a, MarkDrained):
+                if a.node not in self.marked:
+                    self.marked.add(a.node)
+                    self.log(now, "drained", a.node, a.reason)
+        if (self.pending and self.sched.reevaluate) or self.draining():
+            self.request_pass(now + self.interval)
+
+    def request_pass(self, t: float) -> None:
+        """Schedule a scheduling pass at ``t`` (event cadence) or the next grid point."""
+        if self.opt.cadence != "event" and self.interval > 0:
+            k = math.ceil(t / self.interval - 1e-9)
+            t = max(t, k * self.interval)
+        if t not in self.passes:
+            self.passes.add(t)
+            self.push(t, PASS)
+
+    def preempt(self, a: Preempt, now: float) -> None:
+        st = self.tasks.get(a.workload_id)
+        if st is None or st.state != "running":
+            raise SimulationError(f"{self.sched.name}: preempt of non-running {a.workload_id}")
+        task = st.task
+        elapsed = now - st.start
+        overhead = self.opt.restart_overhead_s if st.runs > 1 else 0.0
+        done = min(max(0.0, elapsed - overhead), st.remaining)
+        kept = max(0.0, done - self.opt.checkpoint_loss_s) if task.resumable else 0.0
+        if not task.resumable:
+            st.remaining = task.runtime
+        else:
+            st.remaining -= kept
+        st.lost += (elapsed - kept) * task.gpus
+        st.preemptions += 1
+        self.close(st, now, preempted=True)
+        self.log(now, "preempt", task.id, f"by {a.preemptor or '-'}: {a.reason}")
+        if a.requeue:
+            st.state, st.queued_since = "pending", now
+            self.pending[task.id] = st.wl
+            self.pending_sorted = False
+            self.cache_pending = None
+        else:
+            st.state, st.end = "killed", now
+            self.log(now, "kill", task.id, a.reason)
+
+    def close(self, st: _T, now: float, preempted: bool) -> None:
+        """End the task's current run at ``now``: free its GPUs and record the segment."""
+        for node, idx in st.placed:
+            free = self.free[node]
+            free.extend(idx)
+            free.sort()
+        if st.rate:
+            leaf = st.task.leaf
+            self.rate[leaf] -= st.rate
+            if self.rate[leaf] < 1e-9:
+                self.rate[leaf] = 0.0
+        self.segments.append(Segment(st.task.id, st.task.leaf, st.start, now, st.placed,
+                                     st.protected, st.wl.contract.allocated, preempted))
+        del self.running[st.task.id]
+        self.cache_running = None
+        st.seq += 1
+        st.rate = 0.0
+        for node, _ in st.placed:
+            self.maybe_repair(node, now)
+        st.placed = ()
+
+    def admit(self, a: Admit, now: float) -> None:
+        st = self.tasks.get(a.workload_id)
+        if st is None or st.state != "pending":
+            raise SimulationError(f"{self.sched.name}: admit of non-pending {a.workload_id}")
+        task = st.task
+        if a.placement.gpus != task.gpus:
+            raise SimulationError(f"{self.sched.name}: admit {task.id} with {a.placement.gpus} GPUs, "
+                                  f"it needs {task.gpus}")
+        placed = []
+        weight = 0.0
+        for node, n in a.placement.assignments:
+            ns = self.nodes.get(node)
+            free = self.free.get(node)
+            if ns is None or not ns.healthy or ns.cordoned or free is None or len(free) < n:
+                raise SimulationError(f"{self.sched.name}: admit {task.id} on {node} x{n}: node "
+                                      f"{'unknown' if ns is None else 'unhealthy' if not ns.healthy else 'cordoned' if ns.cordoned else f'has {len(free)} free'}")
+            placed.append((node, tuple(free[:n])))
+            del free[:n]
+            weight += n * self.weight[ns.cluster]
+        del self.pending[task.id]
+        self.cache_pending = None
+        st.queued += now - st.queued_since
+        st.runs += 1
+        st.state, st.start, st.placed, st.seq = "running", now, tuple(placed), st.seq + 1
+        if st.first_start is None:
+            st.first_start = now
+        overhead = self.opt.restart_overhead_s if st.runs > 1 else 0.0
+        st.need = st.remaining + overhead
+        st.protected = self.sched.protect(st.wl, a, now)
+        self.push(now + st.need, COMPLETE, task.id, st.seq)
+        if now < st.protected < now + st.need:
+            self.push(st.protected, EXPIRE, task.id, st.seq)
+        st.rate = weight if st.wl.contract.allocated else 0.0
+        if st.rate:
+            self.rate[task.leaf] = self.rate.get(task.leaf, 0.0) + st.rate
+        self.running[task.id] = Running(st.wl, a.placement, now, st.protected)
+        self.cache_running = None
+        self.log(now, "start", task.id, a.reason)
+
+    # ------------------------------------------------------------------ result
+
+    def result(self, wall: float) -> SimResult:
+        records = {}
+        for tid, st in self.tasks.items():
+            t = st.task
+            records[tid] = TaskRecord(tid, t.owner, t.leaf, t.klass or "small", t.gpus, t.funded,
+                                      t.submit, st.first_start, st.end, st.state, st.queued,
+                                      st.preemptions, st.lost, st.runs)
+        fails = [(node, f[0], f[1], f[2]) for node, fl in sorted(self.fail_log.items()) for f in fl]
+        fails.sort(key=lambda x: (x[1], x[0]))
+        self.segments.sort(key=lambda s: (s.start, s.task, s.end))
+        return SimResult(self.sched.name, self.config, self.trace, self.horizon, records,
+                         self.segments, self.events, fails, self.charged, self.decide_calls,
+                         self.nevents, wall, self.decide_s)

@@ -1,0 +1,71 @@
+"""Experiments: one prepared trace, several schedulers, one comparable summary.
+
+``run_experiment`` runs each scheduler on the same config and trace (same seed, same options)
+and keeps the results side by side; ``Experiment.summary()`` is the JSON the report writes:
+``{"experiment": {...what was run...}, "schedulers": {name: SimResult.summary()}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from engine.model import Config
+from engine.sim.engine import SimOptions, simulate
+from engine.sim.prepare import capacity
+from engine.sim.result import SimResult
+from engine.sim.schedulers import Scheduler
+from engine.sim.trace import Trace
+
+
+@dataclass
+class Experiment:
+    config: Config
+    trace: Trace
+    results: dict[str, SimResult]
+    seed: int = 0
+    options: SimOptions = field(default_factory=SimOptions)
+    gantt_window: tuple[float, float] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        meta = self.trace.meta
+        pol = self.config.policy
+        return {
+            "trace": self.trace.name,
+            "tasks": len(self.trace.tasks),
+            "node_failures": len(self.trace.failures),
+            "window_s": list(meta["window"]) if meta.get("window") else None,
+            "compression": meta.get("compression", 1.0),
+            "horizon_s": round(float(next(iter(self.results.values())).horizon), 3)
+            if self.results else None,
+            "config": {"origin": self.config.origin, "revision": self.config.revision,
+                       "leaves": len(self.config.tree.leaves()),
+                       "clusters": {c.name: {"nodes": c.nodes, "gpus": c.gpus, "gpu_type": c.gpu_type}
+                                    for c in pol.clusters},
+                       "gpus": capacity(self.config),
+                       "lookback_s": pol.lookback_s, "min_runtime_cap_s": pol.min_runtime_cap_s,
+                       "scheduling_interval_s": pol.scheduling_interval_s},
+            "seed": self.seed,
+            "options": {"checkpoint_loss_s": self.options.checkpoint_loss_s,
+                        "restart_overhead_s": self.options.restart_overhead_s,
+                        "cadence": self.options.cadence},
+            "schedulers": list(self.results),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {"experiment": self.describe(),
+                "schedulers": {name: r.summary() for name, r in self.results.items()}}
+
+
+def run_experiment(config: Config, trace: Trace,
+                   schedulers: Sequence[str | Scheduler] = ("budget", "legacy"), *, seed: int = 0,
+                   options: SimOptions = SimOptions(), horizon: float | None = None,
+                   progress: Callable[[str, float, float], None] | None = None) -> Experiment:
+    """Run every scheduler on ``trace`` (prepared). ``progress(name, now, horizon)``."""
+    results: dict[str, SimResult] = {}
+    for sched in schedulers:
+        name = sched if isinstance(sched, str) else sched.name
+        cb = (lambda now, end, _n=name: progress(_n, now, end)) if progress else None
+        results[name] = simulate(config, trace, sched, seed=seed, horizon=horizon,
+                                 options=options, progress=cb)
+    return Experiment(config, trace, results, seed, options)

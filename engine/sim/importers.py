@@ -1,0 +1,195 @@
+"""Importers: the two real traces we ship (Philly, Helios) and any CSV with a column mapping.
+
+Each turns a foreign file into a :class:`~engine.sim.trace.Trace` in the documented format,
+with owners as the source names them and no contract (``min_runtime``/``resumable`` unset; see
+``engine.sim.prepare``). Gang shape: a job of ``g`` GPUs on ``gpus_per_node``-GPU nodes becomes
+one pod when ``g <= gpus_per_node``, else ``pods = ceil(g / gpus_per_node)`` raised until it
+divides ``g`` (12 GPUs -> 2 pods x 6), which is how the traced jobs were spread over nodes.
+
+- Philly (``traces/philly/philly.csv.gz``, Pollux flattening): submit = ``timestamp`` minus the
+  earliest timestamp, runtime = ``duration``, owner = the virtual cluster (VC) hash.
+- Helios (``traces/helios/helios_data_training.csv.gz``, DIR-LAB excerpt): submit = running
+  sum of ``interval``, runtime = ``run_time`` (at least 1 s), owner = ``u<user>``, pods =
+  ``node_num`` when it divides ``gpu_num``; CPU-only rows (``gpu_num`` 0) are dropped.
+- Generic CSV: ``columns`` maps trace fields to column names (``submit``, ``runtime``,
+  ``owner`` and ``gpus`` or ``pods``/``gpus_per_pod`` required; ``id``, ``leaf``,
+  ``min_runtime``, ``resumable``, ``priority``, ``class`` optional). ``submit`` may be numbers
+  (seconds) or ISO timestamps; the earliest submission becomes time 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+import engine
+from engine.errors import Problem, UserError
+from engine.sim.trace import Task, Trace, _open_text, read_trace_file, task_from_record
+
+TRACES_DIR = Path(engine.__file__).resolve().parent.parent / "traces"
+BUNDLED = {
+    "philly": ("philly", TRACES_DIR / "philly" / "philly.csv.gz"),
+    "helios": ("helios", TRACES_DIR / "helios" / "helios_data_training.csv.gz"),
+}
+
+
+def gang_shape(gpus: int, gpus_per_node: int = 8) -> tuple[int, int]:
+    """(pods, gpus_per_pod) for a job of ``gpus`` GPUs on ``gpus_per_node``-GPU nodes."""
+    if gpus <= gpus_per_node:
+        return 1, gpus
+    pods = math.ceil(gpus / gpus_per_node)
+    while gpus % pods:
+        pods += 1
+    return pods, gpus // pods
+
+
+def _ts(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return _utc(text)
+
+
+def _utc(text: str) -> float:
+    """Seconds since the epoch of an ISO timestamp; naive timestamps are read as UTC."""
+    stamp = datetime.fromisoformat(text.strip())
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return stamp.timestamp()
+
+
+def import_philly(path: str | Path, gpus_per_node: int = 8) -> Trace:
+    path = Path(path)
+    rows: list[tuple[float, float, int, str, int]] = []
+    problems: list[Problem] = []
+    with _open_text(path) as fh:
+        reader = csv.DictReader(fh)
+        for row in reader:
+            if not any(row.values()):
+                continue
+            try:
+                rows.append((_utc(row["timestamp"]),
+                             float(row["duration"]), int(row["num_gpus"]), row["cluster"].strip(),
+                             reader.line_num))
+            except (KeyError, TypeError, ValueError) as err:
+                problems.append(Problem(str(path), reader.line_num, 0, f"bad Philly row: {err}",
+                                        "expected timestamp,duration,num_gpus,gpu_time,cluster"))
+    if problems:
+        raise UserError(problems[:50])
+    t0 = min(r[0] for r in rows)
+    tasks = []
+    for ts, dur, gpus, vc, line in rows:
+        if gpus <= 0:
+            continue
+        pods, gpp = gang_shape(gpus, gpus_per_node)
+        tasks.append(Task(id=f"philly-{line:05d}", submit=ts - t0, pods=pods, gpus_per_pod=gpp,
+                          runtime=max(1.0, dur), owner=vc))
+    return Trace.of(tasks, name="philly", meta={"source": str(path), "format": "philly",
+                                                "epoch": datetime.fromtimestamp(t0, timezone.utc).isoformat()})
+
+
+def import_helios(path: str | Path, gpus_per_node: int = 8) -> Trace:
+    path = Path(path)
+    tasks = []
+    now = 0.0
+    problems: list[Problem] = []
+    with _open_text(path) as fh:
+        reader = csv.DictReader(fh)
+        for row in reader:
+            try:
+                now += float(row["interval"])
+                gpus, nodes = int(row["gpu_num"]), max(1, int(row["node_num"]))
+                runtime = float(row["run_time"])
+                uid = row["u_id"].strip()
+                user = row["user"].strip()
+            except (KeyError, TypeError, ValueError) as err:
+                problems.append(Problem(str(path), reader.line_num, 0, f"bad Helios row: {err}",
+                                        "expected u_id,user,gpu_num,cpu_num,node_num,interval,"
+                                        "run_time,..."))
+                continue
+            if gpus <= 0:
+                continue
+            if gpus % nodes == 0 and gpus // nodes <= gpus_per_node:
+                pods, gpp = nodes, gpus // nodes
+            else:
+                pods, gpp = gang_shape(gpus, gpus_per_node)
+            tasks.append(Task(id=f"helios-{int(uid):05d}", submit=now, pods=pods, gpus_per_pod=gpp,
+                              runtime=max(1.0, runtime), owner=f"u{user}"))
+    if problems:
+        raise UserError(problems[:50])
+    return Trace.of(tasks, name="helios", meta={"source": str(path), "format": "helios"})
+
+
+def import_generic_csv(path: str | Path, columns: Mapping[str, str],
+                       gpus_per_node: int = 8) -> Trace:
+    """Any CSV: ``columns`` maps trace fields (and ``gpus``) to column names."""
+    path = Path(path)
+    problems: list[Problem] = []
+    missing = [f for f in ("submit", "runtime", "owner") if f not in columns]
+    if "gpus" not in columns and "pods" not in columns:
+        missing.append("gpus (or pods)")
+    if missing:
+        raise UserError([Problem(str(path), 0, 0, f"column mapping lacks {', '.join(missing)}",
+                                 "e.g. --columns submit=ts,runtime=duration,gpus=num_gpus,owner=vc")])
+    recs: list[tuple[dict[str, Any], int]] = []
+    with _open_text(path) as fh:
+        reader = csv.DictReader(fh)
+        absent = [c for c in columns.values() if c not in (reader.fieldnames or [])]
+        if absent:
+            raise UserError([Problem(str(path), 1, 0, f"no column(s) {', '.join(absent)} in header",
+                                     f"the header has: {', '.join(reader.fieldnames or [])}")])
+        for row in reader:
+            if not any(row.values()):
+                continue
+            rec = {field: row[col] for field, col in columns.items()}
+            try:
+                rec["submit"] = _ts(rec["submit"])
+                if "gpus" in rec:
+                    pods, gpp = gang_shape(int(float(rec.pop("gpus"))), gpus_per_node)
+                    rec.setdefault("pods", pods)
+                    rec.setdefault("gpus_per_pod", gpp)
+            except ValueError as err:
+                problems.append(Problem(str(path), reader.line_num, 0, str(err)))
+                continue
+            rec.setdefault("id", f"{path.name.split('.')[0]}-{reader.line_num:06d}")
+            recs.append((rec, reader.line_num))
+    t0 = min((r["submit"] for r, _ in recs), default=0.0)
+    tasks = []
+    for rec, line in recs:
+        rec["submit"] -= t0
+        task, why = task_from_record(rec)
+        problems.extend(Problem(str(path), line, 0, msg) for msg in why)
+        if task and task.gpus > 0:
+            tasks.append(task)
+    if problems:
+        raise UserError(problems[:50])
+    return Trace.of(tasks, name=path.name.split(".")[0], meta={"source": str(path), "format": "csv"})
+
+
+def load_trace(path_or_name: str | Path, *, fmt: str | None = None,
+               columns: Mapping[str, str] | None = None) -> Trace:
+    """Load a bundled trace by name (``philly``, ``helios``) or a file.
+
+    ``fmt``: ``philly``, ``helios``, ``generic`` (needs ``columns``) or ``None`` for the
+    documented trace format (by file extension)."""
+    key = str(path_or_name)
+    if fmt is None and key in BUNDLED:
+        fmt, path = BUNDLED[key]
+    else:
+        path = Path(key)
+    if not Path(path).exists():
+        raise UserError([Problem(str(path), 0, 0, "trace file not found",
+                                 f"give a path, or a bundled trace: {', '.join(BUNDLED)}")])
+    if fmt == "philly":
+        return import_philly(path)
+    if fmt == "helios":
+        return import_helios(path)
+    if fmt == "generic" or columns:
+        return import_generic_csv(path, columns or {})
+    if fmt not in (None, "allot"):
+        raise UserError([Problem(str(path), 0, 0, f"unknown trace format {fmt!r}",
+                                 "use philly, helios, generic or allot")])
+    return read_trace_file(path)

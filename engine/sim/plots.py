@@ -1,0 +1,152 @@
+"""The pictures of a simulation report (matplotlib, Agg backend, deterministic PNGs).
+
+* ``gantt.png``: the brief's picture. One row per GPU, one bar per task run, one hue per team
+  (budget leaf; grey for work with none), hatched while the run is preemptible (unallocated
+  work, or past its min runtime), a red edge on a run that ended by preemption. One panel per
+  scheduler, side by side, same window and GPUs.
+* ``usage.png``: per team, delivered GPUs over time under each scheduler against the budget
+  scheduler's entitlement (allocation capped by demand), in 6-hour means.
+* ``waits.png``: the distribution (empirical CDF, log time axis) of queue waits per class and
+  scheduler; censored waits (never started) count at their value at the horizon.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from engine.sim.trace import CLASSES  # noqa: E402
+
+_META = {"Software": None}
+MAX_ROWS = 256
+
+
+def team_colors(leaves: Sequence[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("tab20")
+    out = {leaf: cmap(i % 20) for i, leaf in enumerate(sorted(leaves))}
+    out[None] = (0.6, 0.6, 0.6, 1.0)
+    return out
+
+
+def gantt_window(result, hours: float = 48.0) -> tuple[float, float]:
+    """A default window: ``hours`` ending at the horizon, or the whole run if shorter."""
+    end = result.horizon
+    return max(0.0, end - hours * 3600.0), end
+
+
+def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Path:
+    config = results[0].config
+    rows: list[tuple[str, int]] = [(f"{c.name}-n{i:04d}", g) for c in config.policy.clusters
+                                   for i in range(c.nodes) for g in range(c.gpus_per_node)]
+    rows = rows[:MAX_ROWS]
+    row_of = {r: i for i, r in enumerate(rows)}
+    colors = team_colors(config.tree.leaves())
+    a, b = window
+    scale = 3600.0
+    fig, axes = plt.subplots(1, len(results), figsize=(7 * len(results), 0.03 * len(rows) + 3),
+                             sharey=True, squeeze=False)
+    for ax, res in zip(axes[0], results):
+        polys: dict[tuple, list] = {}
+        for s in res.segments:
+            if s.end <= a or s.start >= b:
+                continue
+            lo, hi = max(s.start, a), min(s.end, b)
+            cut = min(max(s.protected_until, lo), hi)
+            for node, idx in s.gpus:
+                for g in idx:
+                    y = row_of.get((node, g))
+                    if y is None:
+                        continue
+                    for x0, x1, hatch in ((lo, cut, False), (cut, hi, True)):
+                        if x1 > x0:
+                            box = [((x0 - a) / scale, y), ((x1 - a) / scale, y),
+                                   ((x1 - a) / scale, y + 0.9), ((x0 - a) / scale, y + 0.9)]
+                            polys.setdefault((s.leaf, hatch), []).append(box)
+                    if s.preempted and s.end <= b:
+                        x = (s.end - a) / scale
+                        polys.setdefault(("__red__", False), []).append(
+                            [(x - 0.02, y), (x, y), (x, y + 0.9), (x - 0.02, y + 0.9)])
+        for (leaf, hatch), boxes in sorted(polys.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            if leaf == "__red__":
+                ax.add_collection(PolyCollection(boxes, facecolors="red", edgecolors="red",
+                                                 linewidths=0.8))
+                continue
+            ax.add_collection(PolyCollection(boxes, facecolors=[colors.get(leaf, colors[None])],
+                                             edgecolors="white" if hatch else "none",
+                                             hatch="////" if hatch else None, linewidths=0.0))
+        ax.set_xlim(0, (b - a) / scale)
+        ax.set_ylim(len(rows), 0)
+        ax.set_title(f"{res.scheduler}")
+        ax.set_xlabel(f"hours from t={a / 3600.0:.1f} h")
+    axes[0][0].set_ylabel(f"GPU (first {len(rows)})" if len(rows) == MAX_ROWS else "GPU")
+    handles = [Patch(facecolor=colors[l], label=l) for l in sorted(config.tree.leaves())]
+    handles += [Patch(facecolor="white", edgecolor="black", hatch="////", label="preemptible"),
+                Patch(facecolor="red", label="preempted")]
+    fig.legend(handles=handles, loc="lower center", ncol=min(7, len(handles)), fontsize=7)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=90, metadata=_META)
+    plt.close(fig)
+    return path
+
+
+def _bins(x: np.ndarray, k: int = 6) -> np.ndarray:
+    n = len(x) // k * k
+    head = x[:n].reshape(-1, k).mean(axis=1) if n else np.zeros(0)
+    return np.concatenate([head, [x[n:].mean()]]) if len(x) > n else head
+
+
+def plot_usage(results: Sequence, path: Path) -> Path:
+    config = results[0].config
+    leaves = sorted(config.tree.leaves(), key=lambda l: (-config.tree.effective_share(l), l))
+    ref = next((r for r in results if r.scheduler == "budget"), results[0]).metrics()
+    cols = 4
+    nrows = (len(leaves) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.3 * nrows), squeeze=False)
+    for i, leaf in enumerate(leaves):
+        ax = axes[i // cols][i % cols]
+        t = np.arange(len(_bins(ref.entitled_h[leaf]))) * 6.0
+        ax.fill_between(t, _bins(ref.entitled_h[leaf]), step="post", color="0.85", label="entitled")
+        for res in results:
+            ax.step(t, _bins(res.metrics().delivered_h[leaf]), where="post", label=res.scheduler,
+                    linewidth=1)
+        ax.set_title(f"{leaf} ({config.tree.effective_share(leaf):.1%})", fontsize=8)
+        ax.tick_params(labelsize=6)
+    for j in range(len(leaves), nrows * cols):
+        axes[j // cols][j % cols].axis("off")
+    axes[0][0].legend(fontsize=6)
+    fig.supxlabel("hours (6-hour means)")
+    fig.supylabel("GPUs")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80, metadata=_META)
+    plt.close(fig)
+    return path
+
+
+def plot_waits(results: Sequence, path: Path) -> Path:
+    fig, axes = plt.subplots(1, len(CLASSES), figsize=(5 * len(CLASSES), 3.5), squeeze=False)
+    for ax, klass in zip(axes[0], CLASSES):
+        for res in results:
+            w = np.sort(res.metrics().waits_by_class[klass])
+            if len(w):
+                ax.step(np.maximum(w, 1.0), np.arange(1, len(w) + 1) / len(w), where="post",
+                        label=f"{res.scheduler} (n={len(w)})")
+        ax.set_xscale("log")
+        ax.axvline(120, color="0.5", linestyle=":", linewidth=1)
+        ax.set_title(f"{klass} queue wait")
+        ax.set_xlabel("seconds (dotted: 2 min)")
+        ax.set_ylim(0, 1.01)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("fraction of tasks")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata=_META)
+    plt.close(fig)
+    return path

@@ -1,0 +1,312 @@
+"""Preparing a trace for a configuration: owners to leaves, contracts, time compression.
+
+Real traces know owners (a Philly virtual cluster, a Helios user) but not our budget leaves,
+and they carry no scheduling contract. :func:`prepare_trace` fills both in, deterministically:
+
+**Owner -> leaf.** A mapping ``{owner: leaf}`` (a dict, or a YAML mapping file as shipped in
+``traces/*/mapping-*.yaml``: ``owners: {owner: leaf}`` plus an optional ``default:`` leaf, or
+``default: unfunded``). Without one, :func:`derive_mapping` assigns owners to the tree's leaves
+greedily by demand: owners in decreasing GPU-time order each go to the leaf whose target
+(effective share x total demand) has the most room left (ties: leaf name). To replay a trace
+under its own tree instead, :func:`derive_tree` builds one leaf per owner with equal or
+demand-proportional shares.
+
+**Contracts** (:class:`ContractRules`, for tasks whose ``min_runtime``/``resumable`` are
+unset). A funded task that asks for at most ``policy.debug.max_gpus`` GPUs and runs at most
+``debug_max_runtime_s`` is a *debug* job with min runtime ``policy.debug.max_min_runtime_s``
+(15 min). Every other task is *unfunded* (free, min runtime 0) with probability
+``unfunded_share``, else *resumable* with probability ``resumable_share`` (always, with
+``long_resumable``, when it runs longer than the min-runtime cap: work that outlives its
+protection must checkpoint or it can never finish on a busy cluster); a funded resumable
+task protects ``min(runtime, default_min_runtime, cap)``, a non-resumable one
+``min(runtime, cap)`` (rounded up to a minute). The draws are a hash of ``(seed, task id)``,
+so a task keeps its contract whatever window of the trace is replayed.
+Classes: ``debug`` as above, ``large`` for gangs of ``large_gpus`` (64) GPUs or more,
+``small`` otherwise.
+
+**Compression.** Dividing submit times by ``f`` multiplies demand by about ``f``.
+:func:`demand_ratio` is the GPU-seconds the tasks would consume inside the horizon (each
+runtime clipped at the horizon) over the capacity's GPU-seconds; :func:`compression_for_ratio`
+finds ``f`` by bisection (the ratio is increasing in ``f``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import yaml
+
+from engine.errors import Problem, UserError
+from engine.model import BudgetNode, BudgetTree, Config
+from engine.sim.trace import Task, Trace
+
+UNFUNDED = "unfunded"
+
+
+@dataclass(frozen=True)
+class ContractRules:
+    """How contracts are assigned to tasks that carry none (see the module docstring)."""
+
+    debug_max_runtime_s: float = 900.0
+    resumable_share: float = 0.5
+    unfunded_share: float = 0.1
+    large_gpus: int = 64
+    long_resumable: bool = True
+
+
+def _uniforms(seed: int, key: str) -> tuple[float, float]:
+    digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=16).digest()
+    a = int.from_bytes(digest[:8], "big") / 2.0**64
+    b = int.from_bytes(digest[8:], "big") / 2.0**64
+    return a, b
+
+
+def classify(task: Task, config: Config, rules: ContractRules) -> str:
+    debug = config.policy.debug
+    if task.funded and task.gpus <= debug.max_gpus and (task.min_runtime or 0) <= debug.max_min_runtime_s:
+        return "debug"
+    return "large" if task.gpus >= rules.large_gpus else "small"
+
+
+def assign_contract(task: Task, config: Config, rules: ContractRules, seed: int) -> Task:
+    """The task with min_runtime, resumable and class filled in (kept when already set)."""
+    pol = config.policy
+    min_rt, resumable = task.min_runtime, task.resumable
+    if min_rt is None or resumable is None:
+        u_free, u_res = _uniforms(seed, task.id)
+        is_debug = bool(task.leaf) and task.gpus <= pol.debug.max_gpus and \
+            task.runtime <= rules.debug_max_runtime_s
+        if resumable is None:
+            resumable = (not is_debug) and (u_res < rules.resumable_share or (
+                rules.long_resumable and task.runtime > pol.min_runtime_cap_s))
+        if min_rt is None:
+            if is_debug:
+                min_rt = pol.debug.max_min_runtime_s
+            elif not task.leaf or u_free < rules.unfunded_share:
+                min_rt = 0.0
+            else:
+                want = min(task.runtime, pol.min_runtime_cap_s)
+                if resumable:
+                    want = min(want, pol.default_min_runtime_s)
+                min_rt = max(60.0, math.ceil(want / 60.0) * 60.0)
+                min_rt = min(min_rt, pol.min_runtime_cap_s)
+    out = replace(task, min_runtime=min_rt, resumable=resumable)
+    if out.klass is None:
+        out = replace(out, klass=classify(out, config, rules))
+    return out
+
+
+# ---------------------------------------------------------------------------- mapping
+
+
+def load_mapping(path: str | Path) -> dict[str, str | None]:
+    """Read a mapping file: ``owners: {owner: leaf}``, optional ``default: <leaf>|unfunded``.
+    The default is returned under the key ``"*"``; ``unfunded`` maps to ``None``."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise UserError([Problem(str(path), 0, 0, f"cannot read mapping: {err}")]) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("owners"), dict):
+        raise UserError([Problem(str(path), 1, 1, "a mapping file needs an 'owners' mapping",
+                                 "write owners: {<trace owner>: <budget leaf>}")])
+    out: dict[str, str | None] = {}
+    for owner, leaf in doc["owners"].items():
+        out[str(owner)] = None if leaf in (None, UNFUNDED) else str(leaf)
+    if "default" in doc:
+        out["*"] = None if doc["default"] in (None, UNFUNDED) else str(doc["default"])
+    return out
+
+
+def owner_demand(trace: Trace) -> dict[str, float]:
+    """GPU-seconds submitted per owner."""
+    out: dict[str, float] = {}
+    for t in trace.tasks:
+        out[t.owner] = out.get(t.owner, 0.0) + t.gpus * t.runtime
+    return out
+
+
+def derive_mapping(trace: Trace, tree: BudgetTree) -> dict[str, str | None]:
+    """Owners to leaves, greedily by demand against effective shares (module docstring)."""
+    demand = owner_demand(trace)
+    total = sum(demand.values()) or 1.0
+    room = {leaf: tree.effective_share(leaf) * total for leaf in tree.leaves()}
+    out: dict[str, str | None] = {}
+    for owner in sorted(demand, key=lambda o: (-demand[o], o)):
+        leaf = max(sorted(room), key=lambda l: room[l])
+        out[owner] = leaf
+        room[leaf] -= demand[owner]
+    return out
+
+
+_SAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def leaf_name(owner: str) -> str:
+    """A budget-node name for a trace owner (lower case, [a-z0-9-], starting with a letter)."""
+    name = _SAFE.sub("-", owner.lower()).strip("-") or "owner"
+    return name if name[0].isalpha() else f"t-{name}"
+
+
+def derive_tree(trace: Trace, shares: str = "equal") -> BudgetTree:
+    """A one-level tree with a leaf per owner (named by :func:`leaf_name`): ``equal`` shares
+    or ``demand`` (proportional to submitted GPU-seconds). Map owners with
+    ``{o: leaf_name(o)}``."""
+    demand = owner_demand(trace)
+    owners = sorted(demand)
+    if not owners:
+        raise UserError([Problem(trace.name, 0, 0, "cannot derive a budget tree from an empty trace")])
+    if shares == "demand":
+        total = sum(demand.values()) or 1.0
+        pct = [100.0 * demand[o] / total for o in owners]
+    elif shares == "equal":
+        pct = [100.0 / len(owners)] * len(owners)
+    else:
+        raise ValueError(f"shares must be 'equal' or 'demand', got {shares!r}")
+    pct[-1] = 100.0 - sum(pct[:-1])
+    nodes = [BudgetNode("trace", None, 100.0, description=f"derived from trace {trace.name}")]
+    nodes += [BudgetNode(leaf_name(o), "trace", max(0.0, p), description=f"trace owner {o}")
+              for o, p in zip(owners, pct)]
+    return BudgetTree.build(nodes)
+
+
+# ---------------------------------------------------------------------------- compression
+
+
+def horizon_of(trace: Trace) -> float:
+    """The simulated horizon: ``meta['horizon']`` if set (a window's length, or what a
+    generator chose), else when the last task would end if it started at once, at most one
+    day after the last submission."""
+    if trace.meta.get("horizon"):
+        return float(trace.meta["horizon"])
+    if not trace.tasks:
+        return 0.0
+    return min(max(t.submit + t.runtime for t in trace.tasks), trace.span + 86400.0)
+
+
+def _arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    sub = np.fromiter((t.submit for t in trace.tasks), float, len(trace.tasks))
+    run = np.fromiter((t.runtime for t in trace.tasks), float, len(trace.tasks))
+    gpus = np.fromiter((t.gpus for t in trace.tasks), float, len(trace.tasks))
+    return sub, run, gpus
+
+
+def demand_ratio(trace: Trace, capacity_gpus: int, factor: float = 1.0) -> float:
+    """Demand inside the horizon over capacity, after compressing time by ``factor``."""
+    horizon = horizon_of(trace)
+    if not trace.tasks or horizon <= 0 or capacity_gpus <= 0:
+        return 0.0
+    sub, run, gpus = _arrays(trace)
+    used = np.minimum(run * factor, np.maximum(horizon - sub, 0.0))
+    return float((gpus * used).sum() / (horizon * capacity_gpus))
+
+
+def compression_for_ratio(trace: Trace, capacity_gpus: int, ratio: float) -> float:
+    """The factor ``f`` with ``demand_ratio(trace, capacity, f) == ratio`` (bisection)."""
+    if demand_ratio(trace, capacity_gpus, 1e6) < ratio:
+        raise UserError([Problem(trace.name, 0, 0, f"trace cannot reach demand ratio {ratio:g}",
+                                 "lower --demand-ratio or use a smaller cluster")])
+    lo, hi = 1e-4, 1e6
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if demand_ratio(trace, capacity_gpus, mid) < ratio:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return float(f"{hi:.6g}")
+
+
+def compress(trace: Trace, factor: float) -> Trace:
+    """Submit and failure times divided by ``factor``; runtimes unchanged."""
+    horizon = horizon_of(trace) / factor
+    tasks = [replace(t, submit=t.submit / factor) for t in trace.tasks]
+    fails = [replace(f, time=f.time / factor) for f in trace.failures]
+    meta = {**trace.meta, "horizon": horizon,
+            "compression": float(trace.meta.get("compression", 1.0)) * factor}
+    return Trace.of(tasks, fails, trace.name, meta)
+
+
+def capacity(config: Config) -> int:
+    return sum(c.gpus for c in config.policy.clusters)
+
+
+def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | None] | str | Path
+                  | None = None, rules: ContractRules = ContractRules(),
+                  demand_ratio_target: float | None = None, seed: int = 0) -> Trace:
+    """Map owners to leaves, assign contracts, compress to ``demand_ratio_target``."""
+    tree = config.tree
+    if isinstance(mapping, (str, Path)):
+        mapping = load_mapping(mapping)
+    needs_map = any(t.leaf is None for t in trace.tasks)
+    if mapping is None and needs_map:
+        mapping = derive_mapping(trace, tree)
+    leaves = set(tree.leaves())
+    problems: list[Problem] = []
+    bad: set[str] = set()
+    tasks = []
+    for t in trace.tasks:
+        leaf = t.leaf
+        if leaf is None and mapping is not None:
+            if t.owner in mapping:
+                leaf = mapping[t.owner]
+            elif "*" in mapping:
+                leaf = mapping["*"]
+            elif t.owner not in bad:
+                bad.add(t.owner)
+                problems.append(Problem(str(trace.meta.get("source", trace.name)), 0, 0,
+                                        f"trace owner {t.owner!r} is not in the mapping",
+                                        "add it under owners:, or set default: <leaf>|unfunded"))
+        if leaf is not None and leaf not in leaves:
+            if leaf not in bad:
+                bad.add(leaf)
+                problems.append(Problem(str(trace.meta.get("source", trace.name)), 0, 0,
+                                        f"leaf {leaf!r} is not a leaf of the budget tree",
+                                        f"leaves are: {', '.join(sorted(leaves))}"))
+            continue
+        tasks.append(assign_contract(replace(t, leaf=leaf), config, rules, seed))
+    if problems:
+        raise UserError(problems)
+    out = Trace.of(tasks, trace.failures, trace.name,
+                   {**trace.meta, "horizon": horizon_of(trace), "seed": seed})
+    if demand_ratio_target is not None:
+        out = compress(out, compression_for_ratio(out, capacity(config), demand_ratio_target))
+    return out
+
+
+def with_clusters(config: Config, spec: str | None) -> Config:
+    """``config`` restricted/resized to ``spec``: comma-separated ``name`` or ``name:nodes``
+    (``h100:20`` keeps h100's node type and topology with 20 nodes; unnamed clusters are
+    dropped). ``None`` or empty keeps the config's clusters."""
+    from dataclasses import replace as _replace
+
+    if not spec:
+        return config
+    problems = []
+    clusters = []
+    for part in spec.split(","):
+        name, _, nodes = part.strip().partition(":")
+        try:
+            base = config.policy.cluster(name)
+        except KeyError:
+            problems.append(Problem("--cluster", 0, 0, f"unknown cluster {name!r}",
+                                    f"clusters: {', '.join(c.name for c in config.policy.clusters)}"))
+            continue
+        if nodes:
+            if not nodes.isdigit() or int(nodes) < 1:
+                problems.append(Problem("--cluster", 0, 0, f"bad node count {nodes!r} for {name}",
+                                        "write name:nodes, e.g. h100:20"))
+                continue
+            base = _replace(base, nodes=int(nodes), nodes_per_domain=min(base.nodes_per_domain,
+                                                                          int(nodes)))
+        clusters.append(base)
+    if problems:
+        raise UserError(problems)
+    return _replace(config, policy=_replace(config.policy, clusters=tuple(clusters)))

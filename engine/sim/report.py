@@ -1,0 +1,155 @@
+"""Writing an experiment's report: ``summary.json``, ``report.md`` and the PNGs.
+
+``summary.json`` is :meth:`Experiment.summary` with sorted keys: byte-identical for the same
+inputs and seed (no wall-clock figures in it). ``report.md`` explains how to read each
+number; ``tasks-<scheduler>.csv`` lists every task's wait and preemptions for further study.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.sim.experiment import Experiment
+from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waits
+
+
+def fmt_s(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x < 120:
+        return f"{x:.0f} s"
+    if x < 7200:
+        return f"{x / 60:.1f} min"
+    if x < 3 * 86400:
+        return f"{x / 3600:.1f} h"
+    return f"{x / 86400:.1f} d"
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The headline table: (measure, one value per scheduler)."""
+    scheds = summary["schedulers"]
+    rows: list[tuple[str, list[str]]] = []
+
+    def add(label: str, get) -> None:
+        rows.append((label, [get(s) for s in scheds.values()]))
+
+    add("p50 queue wait, all", lambda s: fmt_s(s["waits"]["overall"]["p50_s"]))
+    add("p90 queue wait, all", lambda s: fmt_s(s["waits"]["overall"]["p90_s"]))
+    for k in ("debug", "small", "large"):
+        add(f"p90 queue wait, {k}", lambda s, k=k: fmt_s(s["waits"]["by_class"][k]["p90_s"]))
+    add("p99 queue wait, debug", lambda s: fmt_s(s["waits"]["by_class"]["debug"]["p99_s"]))
+    add("never started (censored)", lambda s: str(s["waits"]["overall"]["censored"]))
+    add("occupancy of healthy GPUs", lambda s: pct(s["occupancy"]))
+    add("unallocated share of delivered", lambda s: pct(s["unallocated_share"]))
+    add("entitled GPU-h delivered", lambda s: pct(s["entitlement"]["delivered_within_entitlement"]))
+    add("teams >= 95% of entitlement", lambda s: f"{s['entitlement']['teams_at_95']} of "
+                                                f"{s['entitlement']['teams_with_enough_demand']}")
+    add("worst team (enough demand)", lambda s: pct(s["entitlement"]["worst_ratio"]))
+    add("preemptions", lambda s: str(s["preemptions"]))
+    add("GPU-h lost to preemption", lambda s: f"{s['gpu_hours']['lost_to_preemption']:.0f}")
+    add("queued demand / capacity", lambda s: f"{s['demand_ratio']['queued_mean']:.2f}x")
+    add("scheduling passes", lambda s: str(s["decide_calls"]))
+    return rows
+
+
+def text_table(summary: dict[str, Any]) -> str:
+    names = list(summary["schedulers"])
+    rows = summary_rows(summary)
+    w0 = max(len(r[0]) for r in rows)
+    widths = [max(len(n), *(len(r[1][i]) for r in rows)) for i, n in enumerate(names)]
+    lines = [" " * w0 + "  " + "  ".join(n.rjust(w) for n, w in zip(names, widths))]
+    for label, vals in rows:
+        lines.append(label.ljust(w0) + "  " + "  ".join(v.rjust(w) for v, w in zip(vals, widths)))
+    return "\n".join(lines)
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    exp = summary["experiment"]
+    names = list(summary["schedulers"])
+    cfg = exp["config"]
+    out = [f"# Simulation report: {exp['trace']}", "",
+           f"- Trace: **{exp['trace']}**, {exp['tasks']} tasks, {exp['node_failures']} node failures,"
+           f" window {exp['window_s'] or 'whole trace'}, time compression x{exp['compression']:g},"
+           f" simulated horizon {fmt_s(exp['horizon_s'])}.",
+           f"- Config: {cfg['origin'] or '(in memory)'}"
+           f"{' @ ' + cfg['revision'][:12] if cfg['revision'] else ''}, {cfg['leaves']} budget leaves, "
+           + ", ".join(f"{n} {c['nodes']}x{c['gpus'] // max(1, c['nodes'])} {c['gpu_type']}"
+                       for n, c in cfg["clusters"].items()) + f" ({cfg['gpus']} GPUs).",
+           f"- Lookback {fmt_s(cfg['lookback_s'])}, min-runtime cap {fmt_s(cfg['min_runtime_cap_s'])},"
+           f" scheduling pass every {fmt_s(cfg['scheduling_interval_s'])}; seed {exp['seed']};"
+           f" checkpoint loss {fmt_s(exp['options']['checkpoint_loss_s'])},"
+           f" restart overhead {fmt_s(exp['options']['restart_overhead_s'])}.", "",
+           "## Headline", "", "| measure | " + " | ".join(names) + " |",
+           "|---|" + "---|" * len(names)]
+    for label, vals in summary_rows(summary):
+        out.append(f"| {label} | " + " | ".join(vals) + " |")
+    out += ["", "## Teams", "",
+            "Entitled = the team's share, capped hour by hour by its demand (unused share goes to "
+            "siblings first, by share). Delivered = GPU-hours its work ran (charged or free). "
+            "`*` = enough demand (demand at least its share in half the hours).", "",
+            "| team | share | entitled GPU-h | " + " | ".join(f"{n} delivered" for n in names)
+            + " | " + " | ".join(f"{n} p90 wait" for n in names) + " |",
+            "|---|---|---|" + "---|" * (2 * len(names))]
+    first = summary["schedulers"][names[0]]
+    for leaf, t in first["teams"].items():
+        cells = []
+        for n in names:
+            tt = summary["schedulers"][n]["teams"][leaf]
+            cells.append(f"{tt['delivered_gpu_h']:.0f} ({pct(tt['ratio'])})")
+        waits = [fmt_s(summary["schedulers"][n]["waits"]["by_team"].get(leaf, {}).get("p90_s"))
+                 for n in names]
+        mark = "*" if t["enough_demand"] else ""
+        out.append(f"| {leaf}{mark} | {pct(t['share'])} | {t['entitled_gpu_h']:.0f} | "
+                   + " | ".join(cells) + " | " + " | ".join(waits) + " |")
+    out += ["", "## How to read it", "",
+            "- **Queue wait** is submission to first start; tasks never started count with their "
+            "wait so far at the horizon (`never started`), so percentiles are lower bounds then.",
+            "- **debug**: funded, at most the policy's debug GPUs and min runtime; **large**: gangs "
+            "of 64 GPUs or more; **small**: the rest.",
+            "- **Occupancy** counts healthy GPUs only; **unallocated share** is free, uncharged work.",
+            "- **GPU-h lost** is run time thrown away by preemption (whole runs of non-resumable "
+            "work; checkpoint loss and restart overhead of resumable work).",
+            "- Pictures: `gantt.png` (one row per GPU, hue = team, hatched = preemptible, red = "
+            "preempted), `usage.png` (delivered vs entitled per team), `waits.png` (wait CDFs).", ""]
+    return "\n".join(out)
+
+
+def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True) -> list[Path]:
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = exp.summary()
+    paths = []
+    p = out / "summary.json"
+    p.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    paths.append(p)
+    p = out / "report.md"
+    p.write_text(markdown(summary), encoding="utf-8")
+    paths.append(p)
+    for name, res in exp.results.items():
+        p = out / f"tasks-{name}.csv"
+        with open(p, "w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(["id", "leaf", "class", "gpus", "funded", "submit", "first_start", "end",
+                        "state", "wait_s", "queued_s", "preemptions", "gpu_s_lost"])
+            for rec in sorted(res.tasks.values(), key=lambda r: (r.submit, r.id)):
+                w.writerow([rec.id, rec.leaf or "", rec.klass, rec.gpus, int(rec.funded),
+                            round(rec.submit, 3),
+                            "" if rec.first_start is None else round(rec.first_start, 3),
+                            "" if rec.end is None else round(rec.end, 3), rec.state,
+                            "" if rec.wait is None else round(rec.wait, 3), round(rec.queued_s, 3),
+                            rec.preemptions, round(rec.gpu_s_lost, 3)])
+        paths.append(p)
+    if pictures and exp.results:
+        results = list(exp.results.values())
+        window = exp.gantt_window or gantt_window(results[0])
+        paths.append(plot_gantt(results, out / "gantt.png", window))
+        paths.append(plot_usage(results, out / "usage.png"))
+        paths.append(plot_waits(results, out / "waits.png"))
+    return paths

@@ -1,0 +1,71 @@
+"""Simulator benchmark: events per second and simulated days per wall-second.
+
+Cases (targets on the 2-core machine: the 30-day run under 60 s and under 2 GB):
+
+* ``synthetic30``: 30 days of the repo's h100 cluster (128 x 8 = 1,024 GPUs) with 100,000
+  synthetic workloads (debug jobs, bursty teams, large gangs, node failures), offered demand
+  1.1x capacity.
+* ``philly``: the full Philly trace (82,247 jobs, 109 days) at its own rate on h100:48
+  (384 GPUs, about its average demand).
+
+Run: ``python tests/benchmarks/bench_sim.py [--case synthetic30|philly|all]
+[--scheduler budget,legacy]``. Peak memory is the process's max RSS (so it covers every case
+run before it). Figures taken while other work shares the CPUs are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+from engine.loader import load_config
+from engine.sim.engine import simulate
+from engine.sim.importers import load_trace
+from engine.sim.prepare import prepare_trace, with_clusters
+from engine.sim.synthetic import synthetic_trace
+
+
+def run_case(name: str, config, trace, schedulers) -> None:
+    days = trace.meta["horizon"] / 86400.0
+    for sched in schedulers:
+        t0 = time.perf_counter()
+        res = simulate(config, trace, sched)
+        wall = time.perf_counter() - t0
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        s = res.summary()
+        print(f"{name:12s} {sched:8s} tasks={len(trace.tasks):7d} days={days:6.1f} "
+              f"wall={wall:7.1f}s events={res.sim_events:8d} events/s={res.sim_events / wall:9.0f} "
+              f"sim-days/s={days / wall:6.2f} passes={res.decide_calls:6d} "
+              f"decide={res.decide_s:6.1f}s ({1000 * res.decide_s / max(1, res.decide_calls):.2f} ms/pass) "
+              f"peak-rss={rss:7.0f}MB occupancy={s['occupancy']:.3f} "
+              f"debug-p90={s['waits']['by_class']['debug']['p90_s']}s", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", default="all", choices=["synthetic30", "philly", "all"])
+    ap.add_argument("--scheduler", default="budget,legacy")
+    ap.add_argument("--tasks", type=int, default=100_000)
+    args = ap.parse_args()
+    schedulers = args.scheduler.split(",")
+    base = load_config()
+    if args.case in ("synthetic30", "all"):
+        cfg = with_clusters(base, "h100")
+        t0 = time.perf_counter()
+        trace = prepare_trace(synthetic_trace(cfg, days=30, tasks=args.tasks, demand_ratio_target=1.1,
+                                              seed=1), cfg, seed=1)
+        print(f"synthetic30: trace built in {time.perf_counter() - t0:.1f}s "
+              f"({len(trace.tasks)} tasks, {len(trace.failures)} node failures)", flush=True)
+        run_case("synthetic30", cfg, trace, schedulers)
+    if args.case in ("philly", "all"):
+        cfg = with_clusters(base, "h100:48")
+        t0 = time.perf_counter()
+        trace = prepare_trace(load_trace("philly"), cfg, mapping="traces/philly/mapping.yaml")
+        trace = trace.with_meta(horizon=trace.span + 86400.0)
+        print(f"philly: trace prepared in {time.perf_counter() - t0:.1f}s", flush=True)
+        run_case("philly", cfg, trace, schedulers)
+
+
+if __name__ == "__main__":
+    main()

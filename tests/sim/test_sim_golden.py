@@ -1,0 +1,96 @@
+"""A hand-computable scenario with exact golden waits, preemptions and charged hours.
+
+One node of 4 GPUs, leaves a and b at 50% each, passes on the 60 s grid, checkpoint loss
+300 s, restart overhead 120 s.
+
+* A1 (a, 4 GPUs, 2 h, min runtime 1 h, resumable) is submitted at 0 and starts at once.
+* B1 (b, 4 GPUs, 30 min, min runtime 30 min) is submitted at 600 and must wait: A1 is protected.
+* Budget scheduler: at 3600 A1's protection ends; b (no usage) ranks above a, so A1 is
+  preempted and B1 starts (wait 3000 s). A1 keeps 3600 - 300 = 3300 s of progress and loses
+  300 s x 4 GPUs. B1 completes at 5400; A1 restarts and needs 3900 + 120 s: done at 9420.
+  Charged: a = 4 x (3600 + 4020) GPU-s, b = 4 x 1800 GPU-s.
+* Legacy: caps are 2 GPUs each, so both run preemptible on idle GPUs only; B1 waits for A1
+  to finish at 7200 (wait 6600 s), nothing is preempted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.sim.engine import simulate
+from engine.sim.trace import Task, Trace
+from tests.sim.conftest import tiny_config
+
+TRACE = Trace.of([
+    Task("A1", 0.0, 1, 4, 7200.0, "alice", leaf="a", min_runtime=3600.0, resumable=True, klass="small"),
+    Task("B1", 600.0, 1, 4, 1800.0, "bob", leaf="b", min_runtime=1800.0, resumable=True, klass="small"),
+], meta={"horizon": 12000.0})
+
+
+def test_budget_scheduler_golden():
+    res = simulate(tiny_config(), TRACE, "budget")
+    a, b = res.tasks["A1"], res.tasks["B1"]
+    assert (a.wait, b.wait) == (0.0, 3000.0)
+    assert (a.preemptions, b.preemptions) == (1, 0)
+    assert a.gpu_s_lost == 1200.0
+    assert (a.end, b.end) == (9420.0, 5400.0)
+    assert res.charged == {"a": 4 * (3600.0 + 4020.0), "b": 4 * 1800.0}
+    assert [(s.task, s.start, s.end, s.preempted) for s in res.segments] == [
+        ("A1", 0.0, 3600.0, True), ("B1", 3600.0, 5400.0, False), ("A1", 5400.0, 9420.0, False)]
+    s = res.summary()
+    assert s["preemptions"] == 1
+    assert s["gpu_hours"]["lost_to_preemption"] == pytest.approx(1200 / 3600, abs=1e-2)
+    assert s["gpu_hours"]["charged"] == pytest.approx((30480 + 7200) / 3600, abs=1e-2)
+    assert s["waits"]["overall"]["p50_s"] == 1500.0
+
+
+def test_legacy_baseline_golden():
+    res = simulate(tiny_config(), TRACE, "legacy")
+    a, b = res.tasks["A1"], res.tasks["B1"]
+    assert (a.wait, b.wait) == (0.0, 6600.0)
+    assert (a.preemptions, b.preemptions) == (0, 0)
+    assert (a.end, b.end) == (7200.0, 9000.0)
+    assert res.charged == {"a": 4 * 7200.0, "b": 4 * 1800.0}
+
+
+def test_unallocated_work_is_never_charged_and_preempted_first():
+    trace = Trace.of([
+        Task("free", 0.0, 1, 4, 7200.0, "x", leaf="a", min_runtime=0.0, resumable=False, klass="small"),
+        Task("paid", 60.0, 1, 4, 600.0, "y", leaf="b", min_runtime=600.0, resumable=False, klass="small"),
+    ], meta={"horizon": 3600.0})
+    res = simulate(tiny_config(), trace, "budget")
+    assert res.tasks["paid"].wait == 0.0
+    assert res.tasks["free"].preemptions == 1
+    assert res.tasks["free"].gpu_s_lost == 4 * 60.0  # non-resumable: the whole run is lost
+    assert res.charged["a"] == 0.0 and res.charged["b"] == 4 * 600.0
+    assert res.segments[0].allocated is False and res.segments[0].protected_until == 0.0
+
+
+def test_event_cadence_starts_work_at_the_event_instant():
+    trace = Trace.of([Task("t", 30.0, 1, 1, 100.0, "x", leaf="a", min_runtime=60.0,
+                           resumable=True, klass="debug")], meta={"horizon": 600.0})
+    from engine.sim.engine import SimOptions
+
+    grid = simulate(tiny_config(), trace, "budget")
+    instant = simulate(tiny_config(), trace, "budget", options=SimOptions(cadence="event"))
+    assert grid.tasks["t"].wait == 30.0  # next pass on the 60 s grid
+    assert instant.tasks["t"].wait == 0.0
+
+
+def test_unhealthy_node_drains_at_min_runtime_and_is_repaired_once_empty():
+    """Two nodes. J runs on node 0, which fails at 100; J is protected until 300, then evicted
+    requeued; the next pass (360, one interval later: an evicted workload is still running in
+    the snapshot that evicts it) restarts it from scratch on node 1 (non-resumable: 1000 s of
+    work + 120 s overhead, done at 1480). Node 0 is empty at 300 and repaired 600 s later."""
+    from engine.sim.trace import NodeFailure
+
+    trace = Trace.of([Task("J", 0.0, 1, 4, 1000.0, "x", leaf="a", min_runtime=300.0,
+                           resumable=False, klass="small")],
+                     [NodeFailure(100.0, "c-n0000", 600.0)], meta={"horizon": 3000.0})
+    res = simulate(tiny_config(nodes=2), trace, "budget")
+    j = res.tasks["J"]
+    assert (j.preemptions, j.gpu_s_lost, j.end) == (1, 4 * 300.0, 1480.0)
+    assert [(s.gpus[0][0], s.start, s.end) for s in res.segments] == [
+        ("c-n0000", 0.0, 300.0), ("c-n0001", 360.0, 1480.0)]
+    assert res.failures == [("c-n0000", 100.0, 300.0, 900.0)]
+    assert {e.kind for e in res.events} >= {"fail", "cordon", "preempt", "repair"}

@@ -1,0 +1,153 @@
+"""Traces: the documented format round-trips, agrees with its schema, and bad rows are all
+reported; the importers read the bundled real traces; contracts, mappings and compression
+follow their documented rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from engine.errors import UserError
+from engine.sim.importers import gang_shape, load_trace
+from engine.sim.prepare import (ContractRules, assign_contract, compress, compression_for_ratio,
+                                demand_ratio, derive_mapping, derive_tree, load_mapping,
+                                prepare_trace, with_clusters)
+from engine.sim.trace import NodeFailure, Task, Trace, read_trace_file, save_trace
+from tests.sim.conftest import tiny_config
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "trace.schema.json").read_text())
+
+
+def sample() -> Trace:
+    return Trace.of([Task("t1", 0.0, 2, 8, 3600.0, "u1", leaf="a", min_runtime=600.0, resumable=True,
+                          priority=2, klass="small"),
+                     Task("t2", 5.5, 1, 1, 60.0, "u2")],
+                    [NodeFailure(100.0, "c-n0000", 7200.0)])
+
+
+def test_jsonl_round_trip_keeps_every_field(tmp_path):
+    trace = sample()
+    back = read_trace_file(save_trace(trace, tmp_path / "t.jsonl"))
+    assert back.tasks == trace.tasks and back.failures == trace.failures
+
+
+def test_csv_round_trip(tmp_path):
+    trace = Trace.of(sample().tasks)
+    assert read_trace_file(save_trace(trace, tmp_path / "t.csv")).tasks == trace.tasks
+
+
+def test_records_validate_against_the_schema():
+    trace = sample()
+    doc = {"tasks": [t.to_record() for t in trace.tasks],
+           "node_failures": [{"time": f.time, "node": f.node, "repair_s": f.repair_s}
+                             for f in trace.failures]}
+    jsonschema.validate(doc, SCHEMA)
+
+
+def test_every_bad_row_is_reported_with_its_line(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("id,submit,runtime,owner,pods,resumable\n"
+                    "a,0,10,x,1,true\nb,-1,10,x,1,true\nc,0,ten,x,0,maybe\na,1,1,x,1,\n")
+    with pytest.raises(UserError) as err:
+        read_trace_file(path)
+    text = str(err.value)
+    assert "bad.csv:3:0: submit must be >= 0" in text
+    assert "bad.csv:4:0: runtime must be a number" in text
+    assert "pods must be >= 1" in text and "resumable must be true or false" in text
+    assert "duplicate task id 'a'" in text
+
+
+def test_gang_shape_spreads_gpus_over_whole_pods():
+    assert gang_shape(4) == (1, 4)
+    assert gang_shape(16) == (2, 8)
+    assert gang_shape(12) == (2, 6)
+    assert gang_shape(24) == (3, 8)
+
+
+def test_bundled_philly_and_helios_import_with_readme_statistics():
+    philly = load_trace("philly")
+    assert len(philly.tasks) == 82247 and len(philly.owners()) == 15
+    assert philly.span / 86400 == pytest.approx(108.9, abs=0.05)
+    assert sum(t.gpus for t in philly.tasks if t.gpus == 128) == 3 * 128
+    helios = load_trace("helios")
+    assert len(helios.tasks) == 10796 and len(helios.owners()) == 95
+    assert max(t.gpus for t in helios.tasks) == 160
+
+
+def test_generic_csv_with_a_column_mapping(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("when,secs,n,team\n2020-01-01 00:00:10,60,16,red\n2020-01-01 00:00:00,30,1,blue\n")
+    trace = load_trace(path, fmt="generic", columns={"submit": "when", "runtime": "secs",
+                                                     "gpus": "n", "owner": "team"})
+    assert [(t.submit, t.pods, t.gpus_per_pod, t.owner) for t in trace.tasks] == [
+        (0.0, 1, 1, "blue"), (10.0, 2, 8, "red")]
+
+
+def test_contract_rules():
+    cfg = tiny_config()
+    rules = ContractRules(resumable_share=0.0, unfunded_share=0.0)
+    short = assign_contract(Task("d", 0, 1, 2, 300.0, "o", leaf="a"), cfg, rules, 0)
+    assert (short.min_runtime, short.resumable, short.klass) == (900.0, False, "debug")
+    long = assign_contract(Task("l", 0, 1, 8, 3 * 86400.0, "o", leaf="a"), cfg, rules, 0)
+    assert (long.min_runtime, long.resumable) == (3600.0, True)  # outlives the cap: resumable
+    mid = assign_contract(Task("m", 0, 8, 8, 7200.0, "o", leaf="a"), cfg, rules, 0)
+    assert (mid.min_runtime, mid.resumable, mid.klass) == (7200.0, False, "large")
+    free = assign_contract(Task("f", 0, 1, 8, 7200.0, "o", leaf="a"), cfg,
+                           ContractRules(unfunded_share=1.0), 0)
+    assert free.min_runtime == 0.0 and not free.funded
+    kept = assign_contract(Task("k", 0, 1, 1, 60.0, "o", leaf="a", min_runtime=5.0, resumable=True),
+                           cfg, rules, 0)
+    assert (kept.min_runtime, kept.resumable) == (5.0, True)
+
+
+def test_contract_draws_depend_on_seed_and_id_only():
+    cfg = tiny_config()
+    tasks = [Task(f"t{i}", i, 1, 8, 7200.0, "o", leaf="a") for i in range(400)]
+    one = [assign_contract(t, cfg, ContractRules(), 7) for t in tasks]
+    again = [assign_contract(t, cfg, ContractRules(), 7) for t in reversed(tasks)][::-1]
+    assert one == again
+    share = np.mean([t.resumable for t in one if t.funded])
+    assert 0.4 < share < 0.6
+
+
+def test_mapping_file_and_derived_mapping(tmp_path):
+    cfg = tiny_config(shares=(75.0, 25.0))
+    trace = Trace.of([Task("1", 0, 1, 1, 300.0, "big"), Task("2", 0, 1, 1, 100.0, "small"),
+                      Task("3", 0, 1, 1, 10.0, "tiny")])
+    assert derive_mapping(trace, cfg.tree) == {"big": "a", "small": "b", "tiny": "a"}
+    path = tmp_path / "m.yaml"
+    path.write_text("owners:\n  big: b\ndefault: unfunded\n")
+    prepared = prepare_trace(trace, cfg, mapping=load_mapping(path))
+    assert [(t.owner, t.leaf) for t in prepared.tasks] == [("big", "b"), ("small", None), ("tiny", None)]
+    with pytest.raises(UserError, match="not in the mapping"):
+        prepare_trace(trace, cfg, mapping={"big": "a"})
+    with pytest.raises(UserError, match="not a leaf"):
+        prepare_trace(trace, cfg, mapping={"big": "zz", "small": "a", "tiny": "a"})
+
+
+def test_derived_trees():
+    trace = Trace.of([Task("1", 0, 1, 1, 300.0, "Big Team"), Task("2", 0, 1, 1, 100.0, "42")])
+    equal = derive_tree(trace, "equal")
+    assert equal.leaves() == ("big-team", "t-42")
+    assert equal.effective_share("big-team") == pytest.approx(0.5)
+    assert derive_tree(trace, "demand").effective_share("big-team") == pytest.approx(0.75)
+
+
+def test_compression_reaches_the_demand_ratio():
+    trace = Trace.of([Task(str(i), i * 100.0, 1, 1, 100.0, "o") for i in range(100)],
+                     meta={"horizon": 10000.0})
+    assert demand_ratio(trace, 1) == pytest.approx(1.0)
+    f = compression_for_ratio(trace, 1, 2.0)
+    assert demand_ratio(compress(trace, f), 1) == pytest.approx(2.0, rel=1e-4)
+    assert compress(trace, 2.0).meta["horizon"] == 5000.0
+
+
+def test_cluster_override():
+    cfg = with_clusters(tiny_config(), "c:3")
+    assert cfg.policy.clusters[0].nodes == 3
+    with pytest.raises(UserError, match="unknown cluster"):
+        with_clusters(cfg, "nope")

@@ -145,7 +145,11 @@ def run(args: argparse.Namespace) -> int:
     reconciler = Reconciler(client, policy, options, clock=time.time, metrics=metrics,
                             health=health)
     try:
-        server = serve(metrics, health, args.metrics_port) if args.metrics_port else None
+        from engine.views.live import LiveRecorder
+
+        recorder = LiveRecorder()  # the dashboard and /api/state on the metrics port
+        reconciler.listeners.append(recorder.record)
+        server = serve(metrics, health, args.metrics_port, app=recorder.app) if args.metrics_port else None
     except OSError as err:
         print(f"allot reconcile: cannot serve metrics on port {args.metrics_port}: {err}",
               file=sys.stderr)

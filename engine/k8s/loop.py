@@ -131,6 +131,8 @@ class Reconciler:
                                refresh_s=options.refresh_s, may_write=self._may_write)
         self.ledger: LedgerState | None = None
         self.passes = 0
+        # called with (reconciler, report) after every pass that acted (e.g. the dashboard's recorder)
+        self.listeners: list[Callable[[Reconciler, PassReport], None]] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -197,6 +199,11 @@ class Reconciler:
         self.passes += 1
         self.health.ready, self.health.reason = True, "ok"
         self._pass_metrics(report, decision, obs, result)
+        for listener in self.listeners:
+            try:
+                listener(self, report)
+            except Exception:  # a view must never stop the scheduling loop
+                log.exception("pass listener failed")
         if self.options.export_path:
             try:
                 window = self.options.export_window_s or config.policy.lookback_s

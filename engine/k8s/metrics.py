@@ -144,8 +144,12 @@ class Health:
 
 
 def serve(metrics: Metrics, health: Health, port: int, host: str = "0.0.0.0",
-          before_render: Callable[[], None] | None = None) -> ThreadingHTTPServer:
-    """Start the HTTP endpoint in a daemon thread; ``server.shutdown()`` stops it."""
+          before_render: Callable[[], None] | None = None,
+          app: Callable[[str, str, str], tuple[int, dict[str, str], bytes]] | None = None
+          ) -> ThreadingHTTPServer:
+    """Start the HTTP endpoint in a daemon thread; ``server.shutdown()`` stops it. ``app``
+    (``(method, path, query) -> (status, headers, body)``, e.g. the dashboard of
+    :class:`engine.views.live.LiveRecorder`) serves every other path."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server API
@@ -160,6 +164,14 @@ def serve(metrics: Metrics, health: Health, port: int, host: str = "0.0.0.0",
             elif path == "/readyz":
                 self._send(200 if health.ready else 503,
                            "ok\n" if health.ready else f"{health.reason}\n")
+            elif app is not None:
+                status, headers, data = app("GET", path, self.path.partition("?")[2])
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             else:
                 self._send(404, "not found\n")
 

@@ -1,0 +1,43 @@
+"""``allot dashboard [--port P]``: serve the dashboard on a simulation's state (or a saved one).
+
+Serves :mod:`engine.dashboard.app` on ``http://HOST:PORT/``: the budget tree with effective
+shares and usage, delivered vs entitled per team over time, the ranked queue with each
+workload's metric, the per-GPU timeline of the last hours, and a search box that explains a
+workload. The state is taken once at start (``--sim`` default simulation, ``--trace``/``--at``,
+or ``--state FILE``); a live cluster's dashboard is served by ``allot reconcile --metrics-port``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from engine.views.source import add_view_arguments, load_state
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "dashboard", help="serve the dashboard on a simulated (or saved) state",
+        description="Serve the dashboard (tree, delivered vs entitled, queue, per-GPU timeline, "
+                    "explanations) on http://HOST:PORT/ until interrupted.")
+    parser.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0 picks a free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    add_view_arguments(parser, formats=False)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.dashboard.app import serve
+
+    print("allot dashboard: preparing the state...", file=sys.stderr, flush=True)
+    state = load_state(args)
+    server = serve(lambda: state, args.port, args.host)
+    host, port = server.server_address[:2]
+    print(f"allot dashboard: serving http://{host}:{port}/ (t={state.now:.0f}); Ctrl-C stops",
+          file=sys.stderr, flush=True)
+    try:
+        threading.Event().wait()
+    finally:
+        server.shutdown()
+    return 0

@@ -1,0 +1,52 @@
+"""``allot queue [--cluster C] [--team NODE]``: the ranked queue and the metric that orders it.
+
+Pending workloads in the order the scheduler considers them (:func:`engine.views.derived.queue_rows`):
+budget rank (Fair Tree over charged usage in the lookback window), then priority within a
+budget, then submit time; unallocated work last. ``--cluster`` keeps work that may run on that
+cluster; ``--team`` keeps work charged to (or asking for) a budget in that subtree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from engine.errors import Problem, UserError
+from engine.views.source import add_view_arguments, load_state
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "queue", help="the ranked queue with the metric that orders it",
+        description="Show waiting workloads in scheduling order with each one's budget rank and "
+                    "metric (usage fraction over effective share).")
+    parser.add_argument("--cluster", default=None, metavar="C", help="only work that may run on cluster C")
+    parser.add_argument("--team", default=None, metavar="NODE", help="only work of budget subtree NODE")
+    parser.add_argument("--full", action="store_true",
+                        help="with --format json: print the whole view state (for --state FILE)")
+    add_view_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.views.derived import queue_rows
+    from engine.views.tables import queue_text
+
+    state = load_state(args)
+    problems = []
+    if args.team and args.team not in state.config.tree.nodes:
+        problems.append(Problem("--team", 0, 0, f"no budget node {args.team!r}", "see `allot tree`"))
+    if args.cluster and args.cluster not in {n.cluster for n in state.snapshot.nodes}:
+        problems.append(Problem("--cluster", 0, 0, f"no cluster {args.cluster!r}",
+                                f"clusters: {', '.join(sorted({n.cluster for n in state.snapshot.nodes}))}"))
+    if problems:
+        raise UserError(problems)
+    rows = queue_rows(state, args.cluster, args.team)
+    if args.format == "json":
+        doc = state.to_dict() if args.full else {"now": state.now, "cluster": args.cluster, "team": args.team,
+                                                 "order": "rank, priority, submit time; unallocated last",
+                                                 "queue": rows, "notes": state.notes}
+        print(json.dumps(doc, indent=None if args.full else 2))
+    else:
+        print(queue_text(state, rows, args.cluster, args.team))
+    return 0

@@ -1,0 +1,1 @@
+"""The dashboard: one page and JSON endpoints over a view state (see :mod:`engine.dashboard.app`)."""

@@ -1,0 +1,146 @@
+"""JSON codec for what ``decide()`` needs: a :class:`Config` and a :class:`Snapshot`.
+
+The view state carries the exact inputs of the last decision, so any reader (the CLI talking
+to a reconciler over HTTP, the dashboard, a test) can rebuild them and call ``decide()``
+itself: decide is pure and deterministic, so the rebuilt decision is the reconciler's, number
+for number, and "what if" questions (fewer GPUs, another budget) are answered by deciding
+again on a modified copy rather than by guessing.
+
+Round trip: ``config_from_dict(config_to_dict(c))`` gives a config whose tree, clusters and
+scheduling knobs equal ``c``'s (source locations are dropped; ``files`` is kept).
+``snapshot_from_dict(snapshot_to_dict(s)) == s`` exactly (floats survive JSON; ``inf``
+is written as the string ``"inf"``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload
+from engine.model import (BudgetNode, BudgetTree, Cluster, Config, ContractLabels, DebugRule,
+                          DrainPolicy, NodeLabels, Policy, Principal)
+
+
+def num(x: float | None) -> float | str | None:
+    """A float for JSON: ``inf``/``-inf``/``nan`` become strings (JSON has no such numbers)."""
+    if x is None:
+        return None
+    x = float(x)
+    if math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def unnum(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    tree, pol = config.tree, config.policy
+    return {
+        "origin": config.origin,
+        "revision": config.revision,
+        "files": dict(config.files),
+        "tree": [{"name": n.name, "parent": n.parent, "share_pct": n.share_pct,
+                  "unallocated_pct": n.unallocated_pct, "owners": list(n.owners),
+                  "principals": [[p.kind, p.name] for p in n.principals],
+                  "description": n.description}
+                 for n in (tree.nodes[name] for name in tree.walk())],
+        "policy": {
+            "clusters": [{"name": c.name, "gpu_type": c.gpu_type, "nodes": c.nodes,
+                          "gpus_per_node": c.gpus_per_node, "nodes_per_domain": c.nodes_per_domain}
+                         for c in pol.clusters],
+            "lookback_s": pol.lookback_s,
+            "min_runtime_cap_s": pol.min_runtime_cap_s,
+            "default_min_runtime_s": pol.default_min_runtime_s,
+            "debug": asdict(pol.debug),
+            "drain": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(pol.drain).items()},
+            "preemption_grace_s": pol.preemption_grace_s,
+            "scheduling_interval_s": pol.scheduling_interval_s,
+            "billing_weights": dict(pol.billing_weights),
+            "gang_in_one_domain": pol.gang_in_one_domain,
+            "labels": asdict(pol.labels),
+            "node_labels": asdict(pol.node_labels),
+        },
+    }
+
+
+def config_from_dict(d: Mapping[str, Any]) -> Config:
+    nodes = [BudgetNode(name=n["name"], parent=n["parent"], share_pct=float(n["share_pct"]),
+                        owners=tuple(n.get("owners") or ()),
+                        principals=tuple(Principal(k, v) for k, v in n.get("principals") or ()),
+                        description=n.get("description", ""),
+                        unallocated_pct=float(n.get("unallocated_pct", 0.0)))
+             for n in d["tree"]]
+    p = d["policy"]
+    drain = dict(p.get("drain") or {})
+    if "unhealthy_conditions" in drain:
+        drain["unhealthy_conditions"] = tuple(drain["unhealthy_conditions"])
+    policy = Policy(
+        clusters=tuple(Cluster(c["name"], c["gpu_type"], int(c["nodes"]), int(c["gpus_per_node"]),
+                               int(c["nodes_per_domain"])) for c in p["clusters"]),
+        lookback_s=float(p["lookback_s"]),
+        min_runtime_cap_s=float(p["min_runtime_cap_s"]),
+        default_min_runtime_s=float(p["default_min_runtime_s"]),
+        debug=DebugRule(**p.get("debug", {})),
+        drain=DrainPolicy(**drain),
+        preemption_grace_s=float(p["preemption_grace_s"]),
+        scheduling_interval_s=float(p["scheduling_interval_s"]),
+        billing_weights=MappingProxyType({k: float(v) for k, v in p.get("billing_weights", {}).items()}),
+        gang_in_one_domain=bool(p["gang_in_one_domain"]),
+        labels=ContractLabels(**p.get("labels", {})),
+        node_labels=NodeLabels(**p.get("node_labels", {})),
+    )
+    return Config(tree=BudgetTree.build(nodes), policy=policy, origin=d.get("origin", ""),
+                  revision=d.get("revision"), files=MappingProxyType(dict(d.get("files") or {})))
+
+
+# ---------------------------------------------------------------------------- snapshot
+
+
+def contract_to_dict(c: Contract) -> dict[str, Any]:
+    return asdict(c)
+
+
+def workload_to_dict(w: Workload) -> dict[str, Any]:
+    return {"id": w.id, "contract": contract_to_dict(w.contract), "submitted_at": w.submitted_at,
+            "owner": w.owner, "invalid": w.invalid}
+
+
+def workload_from_dict(d: Mapping[str, Any]) -> Workload:
+    return Workload(id=d["id"], contract=Contract(**d["contract"]), submitted_at=float(d["submitted_at"]),
+                    owner=d.get("owner", ""), invalid=d.get("invalid"))
+
+
+def running_to_dict(r: Running) -> dict[str, Any]:
+    return {"workload": workload_to_dict(r.workload),
+            "placement": [[n, g] for n, g in r.placement.assignments],
+            "started_at": r.started_at, "protected_until": num(r.protected_until)}
+
+
+def running_from_dict(d: Mapping[str, Any]) -> Running:
+    return Running(workload=workload_from_dict(d["workload"]),
+                   placement=Placement(tuple((str(n), int(g)) for n, g in d["placement"])),
+                   started_at=float(d["started_at"]), protected_until=float(d["protected_until"]))
+
+
+def snapshot_to_dict(s: Snapshot) -> dict[str, Any]:
+    return {
+        "nodes": [asdict(n) for n in s.nodes],
+        "running": [running_to_dict(r) for r in s.running],
+        "pending": [workload_to_dict(w) for w in s.pending],
+        "usage": {k: float(v) for k, v in s.usage.items()},
+    }
+
+
+def snapshot_from_dict(d: Mapping[str, Any]) -> Snapshot:
+    return Snapshot(nodes=tuple(NodeState(**n) for n in d["nodes"]),
+                    running=tuple(running_from_dict(r) for r in d["running"]),
+                    pending=tuple(workload_from_dict(w) for w in d["pending"]),
+                    usage=MappingProxyType({k: float(v) for k, v in d.get("usage", {}).items()}))

@@ -1,0 +1,166 @@
+"""Derived views of a :class:`~engine.views.state.ViewState`, as JSON-safe rows.
+
+What the dashboard draws and the CLI tables print, computed in one place:
+
+* :func:`tree_rows`: every budget node with its share, effective share, usage in the window
+  (GPU-hours and fraction of all usage), the metric (usage fraction over effective share; 1.0
+  on budget) and, for leaves, the Fair Tree rank and the level factors; plus GPUs running and
+  workloads pending now in its subtree;
+* :func:`queue_rows`: the pending queue in decision order with the metric that orders it
+  (rank of the leaf, then priority, then submit time; unallocated work last);
+* :func:`running_rows`: running workloads with protection and expected end;
+* :func:`timeline`: the per-GPU timeline of the last ``hours`` (rows are GPUs, bars are runs);
+* :func:`cluster_rows`: GPUs per cluster, busy, free, unhealthy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.explain import shape_text
+from engine.views.codec import num
+from engine.views.state import ViewState
+
+TIMELINE_HOURS = 6.0
+
+
+def _subtree_leaves(state: ViewState) -> dict[str, list[str]]:
+    tree = state.config.tree
+    out: dict[str, list[str]] = {}
+    for name in reversed(tree.walk()):
+        kids = tree.children(name)
+        out[name] = [name] if not kids else [x for k in kids for x in out[k]]
+    return out
+
+
+def tree_rows(state: ViewState) -> list[dict[str, Any]]:
+    tree, ranks = state.config.tree, state.decision.ranks
+    used = state.node_usage
+    total = used[tree.root]
+    running_gpus: dict[str | None, int] = {}
+    for r in state.snapshot.running:
+        leaf = r.workload.contract.budget if r.workload.contract.allocated else None
+        running_gpus[leaf] = running_gpus.get(leaf, 0) + r.placement.gpus
+    pending: dict[str | None, int] = {}
+    for w in state.snapshot.pending:
+        leaf = w.contract.budget if w.contract.allocated else None
+        pending[leaf] = pending.get(leaf, 0) + 1
+    sub = _subtree_leaves(state)
+    rows = []
+    for name in tree.walk():
+        node = tree.nodes[name]
+        eff = tree.effective_share(name)
+        frac = used[name] / total if total > 0 else 0.0
+        lr = ranks.get(name)
+        metric = lr.metric if lr else (frac / eff if eff > 0 else (float("inf") if frac > 0 else 0.0))
+        rows.append({
+            "name": name, "parent": node.parent, "depth": tree.depth(name), "leaf": tree.is_leaf(name),
+            "share_pct": node.share_pct, "effective": eff, "unallocated_pct": node.unallocated_pct,
+            "usage_gpu_h": used[name] / 3600.0, "usage_fraction": frac, "metric": num(metric),
+            "rank": lr.rank if lr else None,
+            "levels": [[f.node, f.share, f.usage, num(f.fairshare)] for f in lr.levels] if lr else [],
+            "running_gpus": sum(running_gpus.get(x, 0) for x in sub[name]),
+            "pending": sum(pending.get(x, 0) for x in sub[name]),
+            "owners": list(node.owners), "principals": [str(p) for p in node.principals],
+        })
+    return rows
+
+
+def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = None) -> list[dict[str, Any]]:
+    """Pending workloads in queue order (rejected ones last), filtered by cluster and subtree."""
+    statuses = state.decision.statuses
+    leaves = set(_subtree_leaves(state).get(team, [])) if team else None
+    rows = []
+    for w in state.snapshot.pending:
+        st = statuses[w.id]
+        c = w.contract
+        if cluster and c.cluster not in (None, cluster):
+            continue
+        if leaves is not None and st.leaf not in leaves and c.requested_budget not in leaves:
+            continue
+        rows.append({
+            "id": w.id, "position": st.queue_position, "state": st.state, "leaf": st.leaf,
+            "requested_budget": c.requested_budget or c.budget, "rank": st.rank, "metric": num(st.metric),
+            "priority": c.priority, "submitted_at": w.submitted_at, "wait_s": state.now - w.submitted_at,
+            "gpus": c.gpus, "shape": shape_text(c), "cluster": c.cluster,
+            "min_runtime_s": c.min_runtime_s, "resumable": c.resumable, "owner": w.owner,
+            "reason": st.reason,
+        })
+    rows.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["id"]))
+    return rows
+
+
+def running_rows(state: ViewState) -> list[dict[str, Any]]:
+    statuses = state.decision.statuses
+    rows = []
+    for r in state.snapshot.running:
+        st = statuses[r.workload.id]
+        c = r.workload.contract
+        rows.append({
+            "id": r.workload.id, "state": st.state, "leaf": st.leaf, "rank": st.rank,
+            "metric": num(st.metric), "gpus": r.placement.gpus, "shape": shape_text(c),
+            "placement": [[n, g] for n, g in r.placement.assignments], "started_at": r.started_at,
+            "protected_until": num(r.protected_until), "expected_end": num(state.expected.get(r.workload.id)),
+            "reason": st.reason, "owner": r.workload.owner,
+        })
+    rows.sort(key=lambda x: (x["leaf"] or "~", x["id"]))
+    return rows
+
+
+def cluster_rows(state: ViewState) -> list[dict[str, Any]]:
+    busy: dict[str, int] = {}
+    for r in state.snapshot.running:
+        for n, g in r.placement.assignments:
+            busy[n] = busy.get(n, 0) + g
+    out: dict[str, dict[str, Any]] = {}
+    for n in state.snapshot.nodes:
+        row = out.setdefault(n.cluster, {"name": n.cluster, "nodes": 0, "gpus": 0, "busy": 0,
+                                         "free": 0, "unhealthy_nodes": 0})
+        row["nodes"] += 1
+        row["gpus"] += n.gpus
+        used = busy.get(n.name, 0)
+        row["busy"] += used
+        if n.healthy and not n.cordoned:
+            row["free"] += max(0, n.gpus - used)
+        else:
+            row["unhealthy_nodes"] += 1
+    return [out[k] for k in sorted(out)]
+
+
+def timeline(state: ViewState, hours: float = TIMELINE_HOURS) -> dict[str, Any]:
+    """Rows ``[node, gpu index]`` of every GPU and bars ``[row, workload, leaf, start, end,
+    allocated, preempted, protected_until]`` of runs overlapping the last ``hours``."""
+    start = state.now - hours * 3600.0
+    rows: list[list] = []
+    index: dict[tuple[str, int], int] = {}
+    for n in state.snapshot.nodes:
+        for g in range(n.gpus):
+            index[(n.name, g)] = len(rows)
+            rows.append([n.name, g])
+    bars = []
+    for r in state.runs:
+        end = state.now if r.end is None else r.end
+        if end < start:
+            continue
+        for node, idx in r.gpus:
+            for g in idx:
+                row = index.get((node, g))
+                if row is not None:
+                    bars.append([row, r.workload, r.leaf, max(r.start, start), end, r.allocated,
+                                 r.preempted, num(r.protected_until)])
+    unhealthy = [n.name for n in state.snapshot.nodes if not n.healthy]
+    return {"start": start, "end": state.now, "rows": rows, "bars": bars, "unhealthy": unhealthy}
+
+
+def derived_views(state: ViewState) -> dict[str, Any]:
+    from engine.views.series import usage_series
+
+    return {
+        "clusters": cluster_rows(state),
+        "tree": tree_rows(state),
+        "queue": queue_rows(state),
+        "running": running_rows(state),
+        "timeline": timeline(state),
+        "series": usage_series(state),
+        "leaf_count": len(state.decision.ranks),
+    }

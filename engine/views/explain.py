@@ -1,0 +1,327 @@
+"""``allot explain``: why a workload waits, runs or was preempted, in plain words with numbers.
+
+An :class:`Explanation` is a list of :class:`Statement` s, each a sentence plus the numbers it
+quotes (``numbers``), taken from the decision itself (:class:`~engine.core.types.Decision`
+statuses, :class:`~engine.core.types.LeafRank` and its level factors) and from the snapshot
+(free GPUs, protection ends). Tests check each statement's numbers against the decision.
+
+Topics, in order: ``status`` (the core's own reason), ``contract``, ``rank`` (the leaf's Fair
+Tree rank and metric), ``level`` (one per level of the leaf's path: share S among siblings,
+usage U as a fraction of the parent's usage, fair share S/U), ``ahead`` (pending: who is ahead
+in the queue and at which level of the tree their budget beats this one), ``threat`` (running:
+higher-ranked work waiting that may preempt it), ``protection`` (protected-until), ``room``
+(pending: free GPUs, preemptible GPUs now, and when protected GPUs become preemptible),
+``preemption`` (what it preempts or what preempted it, and why), ``history`` (earlier events
+known to the shell) and ``change`` (what the user can change; :mod:`engine.views.whatif`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engine.core.explain import shape_text, when
+from engine.core.fairshare import level_fairshare
+from engine.core.queue import charged_leaf
+from engine.core.types import Admit, Preempt
+from engine.durations import format_duration
+from engine.views.codec import num
+from engine.views.state import ViewState, fmt_num
+from engine.views.whatif import suggestions
+
+MAX_AHEAD_LEAVES = 6
+MAX_HISTORY = 8
+
+
+@dataclass(frozen=True)
+class Statement:
+    topic: str
+    text: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    workload: str
+    state: str
+    statements: tuple[Statement, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "state": self.state,
+                "statements": [{**asdict(s), "numbers": {k: num(v) if isinstance(v, float) else v
+                                                         for k, v in s.numbers.items()}}
+                               for s in self.statements]}
+
+    def text(self) -> str:
+        lines = [f"{self.workload}: {self.state}"]
+        for s in self.statements:
+            lines.append(f"  - {s.text}")
+        return "\n".join(lines)
+
+
+class NotFound(LookupError):
+    pass
+
+
+def _dur(seconds: float) -> str:
+    return format_duration(round(max(0.0, seconds))) if math.isfinite(seconds) else "forever"
+
+
+def _split(tree, a: str, b: str) -> tuple[str, str, str]:
+    """Where the paths of leaves ``a`` and ``b`` part: (parent, a's child, b's child)."""
+    pa, pb = tree.path(a), tree.path(b)
+    d = 0
+    while d < min(len(pa), len(pb)) and pa[d] == pb[d]:
+        d += 1
+    return pa[d - 1], pa[d], pb[d]
+
+
+def _lf(state: ViewState, node: str) -> tuple[float, float, float]:
+    """(S, U, S/U) of ``node`` among its siblings, as the Fair Tree computes them."""
+    tree, used = state.config.tree, state.node_usage
+    parent = tree.nodes[node].parent
+    kids = tree.children(parent)
+    total = sum(tree.nodes[k].share_pct for k in kids)
+    s = tree.nodes[node].share_pct / total if total > 0 else 0.0
+    u = used[node] / used[parent] if used[parent] > 0 else 0.0
+    return s, u, level_fairshare(s, u)
+
+
+def explain(state: ViewState, query: str) -> Explanation:
+    """Explain workload ``query`` (an id, or a unique suffix of one); raise :class:`NotFound`."""
+    found = state.find(query)
+    if len(found) != 1:
+        raise NotFound(f"no workload {query!r}" if not found else
+                       f"{query!r} matches {len(found)} workloads: {', '.join(found[:8])}")
+    wid = found[0]
+    d = state.decision
+    if wid not in d.statuses:
+        return _finished(state, wid)
+    st = d.statuses[wid]
+    item = state.workloads[wid]
+    running = item if hasattr(item, "placement") else None
+    w = running.workload if running else item
+    c = w.contract
+    out: list[Statement] = [Statement("status", f"{st.state.capitalize()}: {st.reason}.", {
+        "state": st.state, "queue_position": st.queue_position, "rank": st.rank, "metric": st.metric,
+        "protected_until": st.protected_until, "preemptor": st.preemptor})]
+    leaf, note = charged_leaf(w, d.ranks)
+    if st.state == "rejected":
+        leaf, note = None, w.invalid or st.reason
+    out.append(_contract(state, w, leaf, note))
+    n = len(d.ranks)
+    if leaf is not None:
+        r = d.ranks[leaf]
+        total = state.node_usage[state.config.tree.root]
+        frac = r.usage / total if total > 0 else 0.0
+        out.append(Statement("rank", (
+            f"Budget {leaf} ranks {r.rank} of {n}: it was charged {r.usage / 3600:.1f} GPU-h in the "
+            f"last {_dur(state.config.policy.lookback_s)}, a fraction {frac:.3f} of all charged usage, "
+            f"against an effective share of {r.share:.3f}; metric {fmt_num(r.metric)} "
+            f"(1.00 = on budget, below = under-served, served first)."),
+            {"leaf": leaf, "rank": r.rank, "leaves": n, "usage_gpu_s": r.usage, "usage_fraction": frac,
+             "share": r.share, "metric": r.metric}))
+        for depth, f in enumerate(r.levels, 1):
+            parent = state.config.tree.nodes[f.node].parent
+            sibs = state.config.tree.children(parent)
+            order = sorted(sibs, key=lambda k: (-_lf(state, k)[2], -state.config.tree.nodes[k].share_pct,
+                                                state.node_usage[k], k))
+            out.append(Statement("level", (
+                f"Level {depth}: {f.node} among the {len(sibs)} children of {parent}: share "
+                f"S={f.share:.3f}, usage U={f.usage:.3f} of {parent}'s usage, fair share "
+                f"S/U={fmt_num(f.fairshare)}; served {order.index(f.node) + 1} of {len(sibs)}."),
+                {"level": depth, "node": f.node, "share": f.share, "usage": f.usage,
+                 "fairshare": f.fairshare, "order": order.index(f.node) + 1}))
+    if running is None and st.state == "pending":
+        out += _ahead(state, w, leaf, st)
+        out += _room(state, w, leaf)
+    if running is not None:
+        out += _protection(state, running, leaf)
+    out += _preemption(state, wid)
+    out += _history(state, wid)
+    for text, numbers in suggestions(state, wid):
+        out.append(Statement("change", text, numbers))
+    return Explanation(wid, st.state, tuple(out))
+
+
+def _contract(state: ViewState, w, leaf: str | None, note: str) -> Statement:
+    c = w.contract
+    if leaf is None:
+        money = f"unallocated (free, never charged, preemptible at any time): {note}"
+    else:
+        money = (f"charged to budget {leaf}, protected for its min runtime of "
+                 f"{_dur(c.min_runtime_s)}")
+    text = (f"Contract: {shape_text(c)}, {money}; {'resumable' if c.resumable else 'not resumable'}, "
+            f"priority {c.priority} (orders work within its budget only); submitted "
+            f"{when(w.submitted_at, state.now)}.")
+    return Statement("contract", text, {"gpus": c.gpus, "min_runtime_s": c.min_runtime_s,
+                                        "priority": c.priority, "leaf": leaf,
+                                        "submitted_at": w.submitted_at})
+
+
+def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
+    d = state.decision
+    pos = st.queue_position or 0
+    ahead = [x for x in state.snapshot.pending
+             if d.statuses[x.id].queue_position is not None and d.statuses[x.id].queue_position < pos]
+    if not ahead:
+        return [Statement("ahead", "Nothing is ahead of it in the queue.", {"ahead": 0})]
+    gpus = sum(x.contract.gpus for x in ahead)
+    out = [Statement("ahead", f"{len(ahead)} workloads ({gpus} GPUs) are ahead of it in the queue.",
+                     {"ahead": len(ahead), "ahead_gpus": gpus})]
+    groups: dict[str | None, list] = {}
+    for x in ahead:
+        groups.setdefault(d.statuses[x.id].leaf, []).append(x)
+    if leaf is None:
+        out.append(Statement("ahead", "Unallocated work is queued after all allocated work; among "
+                             "unallocated work the earlier submission goes first.",
+                             {"allocated_ahead": sum(len(v) for k, v in groups.items() if k)}))
+        return out
+    tree = state.config.tree
+    mine = groups.pop(leaf, [])
+    if mine:
+        out.append(Statement("ahead", f"{len(mine)} of them charge the same budget {leaf} and go first by "
+                             f"higher priority or earlier submission.", {"same_budget": len(mine)}))
+    others = sorted(groups, key=lambda k: d.ranks[k].rank if k else 10**9)
+    for other in others[:MAX_AHEAD_LEAVES]:
+        r = d.ranks[other]
+        parent, a, b = _split(tree, leaf, other)
+        sa, ua, fa = _lf(state, a)
+        sb, ub, fb = _lf(state, b)
+        out.append(Statement("ahead", (
+            f"{len(groups[other])} of budget {other} (rank {r.rank}, metric {fmt_num(r.metric)}): under "
+            f"{parent}, {b} has fair share S/U={fmt_num(fb)} (S={sb:.3f}, U={ub:.3f}) against "
+            f"{fmt_num(fa)} for {a} (S={sa:.3f}, U={ua:.3f})"
+            + (", tie broken by share then usage" if fa == fb else "") + "."),
+            {"budget": other, "count": len(groups[other]), "rank": r.rank, "metric": r.metric,
+             "at": parent, "their_node": b, "their_fairshare": fb, "our_node": a, "our_fairshare": fa}))
+    if len(others) > MAX_AHEAD_LEAVES:
+        out.append(Statement("ahead", f"... and work of {len(others) - MAX_AHEAD_LEAVES} more budgets.",
+                             {"more_budgets": len(others) - MAX_AHEAD_LEAVES}))
+    return out
+
+
+def _free_by_cluster(state: ViewState) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for r in state.snapshot.running:
+        for n, g in r.placement.assignments:
+            used[n] = used.get(n, 0) + g
+    out: dict[str, int] = {}
+    for n in state.snapshot.nodes:
+        if n.healthy and not n.cordoned:
+            out[n.cluster] = out.get(n.cluster, 0) + max(0, n.gpus - used.get(n.name, 0))
+    return out
+
+
+def _room(state: ViewState, w, leaf: str | None) -> list[Statement]:
+    d, c, now = state.decision, w.contract, state.now
+    free = _free_by_cluster(state)
+    clusters = [c.cluster] if c.cluster else sorted(free) or []
+    nfree = sum(free.get(x, 0) for x in clusters)
+    my_rank = d.ranks[leaf].rank if leaf else None
+    now_gpus = later_gpus = never = 0
+    release: list[float] = []
+    for r in state.snapshot.running:
+        on = {state_node_cluster(state, n) for n, _ in r.placement.assignments}
+        if not on & set(clusters):
+            continue
+        rl, _ = charged_leaf(r.workload, d.ranks)
+        lower = rl is None or (my_rank is not None and d.ranks[rl].rank > my_rank)
+        if leaf is None or not lower:
+            never += r.placement.gpus
+        elif now >= r.protected_until:
+            now_gpus += r.placement.gpus
+        else:
+            later_gpus += r.placement.gpus
+            release.append(r.protected_until)
+    where = f"cluster {c.cluster}" if c.cluster else "all clusters"
+    text = f"It needs {c.gpus} GPUs; {nfree} are free on {where}"
+    if leaf is None:
+        text += "; unallocated work only uses idle GPUs and never preempts."
+    else:
+        text += (f"; {now_gpus} GPUs run lower-ranked or unallocated work past its min runtime "
+                 f"(preemptible for it now); {later_gpus} more are protected")
+        text += f" (the first become preemptible {when(min(release), now)})" if release else ""
+        text += f"; {never} run higher-ranked work it may not preempt."
+    return [Statement("room", text, {"needed": c.gpus, "free": nfree, "preemptible_now": now_gpus,
+                                     "protected": later_gpus, "next_release": min(release) if release else None,
+                                     "higher_ranked": never})]
+
+
+def state_node_cluster(state: ViewState, node: str) -> str:
+    cache = state.__dict__.setdefault("_node_cluster", {n.name: n.cluster for n in state.snapshot.nodes})
+    return cache.get(node, "")
+
+
+def _protection(state: ViewState, r, leaf: str | None) -> list[Statement]:
+    d, now = state.decision, state.now
+    until = r.protected_until
+    if leaf is None:
+        text = "Never protected: unallocated work is preempted first whenever allocated work needs GPUs."
+    elif now < until:
+        text = (f"Protected by its min runtime until {when(until, now)}; after that, work of a higher-"
+                f"ranked budget may preempt it if it needs these GPUs.")
+    else:
+        text = (f"Past its min runtime since {when(until, now)}: it keeps running while no higher-"
+                f"ranked work needs its GPUs.")
+    out = [Statement("protection", text, {"protected_until": until, "started_at": r.started_at})]
+    my_rank = d.ranks[leaf].rank if leaf else len(d.ranks) + 1
+    threats = [x for x in state.snapshot.pending if d.statuses[x.id].leaf is not None
+               and d.statuses[x.id].rank is not None and d.statuses[x.id].rank < my_rank]
+    if threats:
+        gpus = sum(x.contract.gpus for x in threats)
+        out.append(Statement("threat", f"{len(threats)} waiting workloads ({gpus} GPUs) belong to budgets "
+                             f"ranked above {'it' if leaf is None else leaf}.",
+                             {"waiting": len(threats), "gpus": gpus}))
+    exp = state.expected.get(r.workload.id)
+    if exp is not None:
+        out.append(Statement("protection", f"Expected to finish {when(exp, now)} ({state.meta.get('expected', 'as declared')}).",
+                             {"expected_end": exp}))
+    return out
+
+
+def _preemption(state: ViewState, wid: str) -> list[Statement]:
+    out = []
+    for a in state.decision.actions:
+        if isinstance(a, Preempt) and a.preemptor == wid:
+            out.append(Statement("preemption", f"To start it, the scheduler preempts {a.workload_id}: {a.reason}.",
+                                 {"victim": a.workload_id}))
+        elif isinstance(a, Preempt) and a.workload_id == wid:
+            by = f"for {a.preemptor}" if a.preemptor else "by a drain"
+            out.append(Statement("preemption", f"It is preempted now {by}: {a.reason}.",
+                                 {"preemptor": a.preemptor}))
+        elif isinstance(a, Admit) and a.workload_id == wid:
+            out.append(Statement("preemption", f"It starts now: {a.reason}.", {"gpus": a.placement.gpus}))
+    return out
+
+
+def _history(state: ViewState, wid: str) -> list[Statement]:
+    events = state.history.get(wid, [])
+    out = []
+    preempts = [e for e in events if e[1] == "preempt"]
+    if len(preempts) > MAX_HISTORY:
+        out.append(Statement("history", f"Preempted {len(preempts)} times; the last {MAX_HISTORY}:",
+                             {"preemptions": len(preempts)}))
+    for t, _kind, detail in preempts[-MAX_HISTORY:]:
+        if detail.startswith("by ") and ": " in detail:  # the simulator's "by X: <reason>"
+            detail = detail.split(": ", 1)[1]
+        out.append(Statement("history", f"Preempted {when(t, state.now)}: {detail}.", {"time": t}))
+    starts = [e for e in events if e[1] == "start"]
+    if starts:
+        out.append(Statement("history", f"Started {len(starts)} time(s); last {when(starts[-1][0], state.now)}.",
+                             {"starts": len(starts), "last_start": starts[-1][0]}))
+    return out
+
+
+def _finished(state: ViewState, wid: str) -> Explanation:
+    f = state.finished.get(wid)
+    if f is None:
+        return Explanation(wid, "unknown", tuple(Statement("history", f"{when(t, state.now)}: {k} {d}".strip(),
+                                                           {"time": t})
+                                                 for t, k, d in state.history.get(wid, [])))
+    text = (f"{f['state'].capitalize()} {when(f['end'], state.now)}; submitted {when(f['submit'], state.now)}"
+            + (f", first started {when(f['first_start'], state.now)}" if f.get("first_start") is not None else "")
+            + f", preempted {f.get('preemptions', 0)} time(s).")
+    return Explanation(wid, f["state"], (Statement("status", text, {"end": f["end"], "submit": f["submit"]}),
+                                         *_history(state, wid)))

@@ -1,0 +1,109 @@
+"""Usage over time: delivered, charged, demanded, entitled and allocated GPU-hours per leaf.
+
+From a view state's runs and demand intervals, over ``[start, now)`` cut into equal bins
+(the last one may be partial), per budget leaf:
+
+* ``delivered``: GPU-hours its work ran (allocated or free), as the simulator's metrics count;
+* ``charged``: billing-weighted GPU-hours charged to it (allocated runs only): what fair share
+  counts;
+* ``demand``: GPU-hours its work asked for (GPUs of every workload submitted and not finished);
+* ``allocation``: its effective share of the capacity in the bin;
+* ``entitled``: its allocation capped by its demand, with what others leave unused
+  water-filled down the tree (:func:`engine.sim.entitlement.entitlement`).
+
+Capacity is the configured GPUs of every cluster (node failures are not subtracted: the live
+reconciler cannot know past health). Bins are chosen so there are at most ``max_bins``:
+5 min, 15 min, 1 h, 2 h, 6 h, 12 h or 1 day. Values are GPU-hours per bin (not rates).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+from engine.sim.entitlement import entitlement, hourly_integral
+from engine.views.state import ViewState
+
+BIN_CHOICES = (300.0, 900.0, 3600.0, 7200.0, 21600.0, 43200.0, 86400.0)
+
+
+def pick_bin(span_s: float, max_bins: int = 168) -> float:
+    for b in BIN_CHOICES:
+        if span_s / b <= max_bins:
+            return b
+    return BIN_CHOICES[-1]
+
+
+def _integral(intervals: Iterable[tuple[float, float, float]], t0: float, bins: int,
+              bin_s: float) -> np.ndarray:
+    items = list(intervals)
+    if not items:
+        return np.zeros(bins)
+    a = np.array([max(s, t0) - t0 for s, _, _ in items], float)
+    b = np.array([max(e, t0) - t0 for _, e, _ in items], float)
+    w = np.array([g for _, _, g in items], float)
+    keep = b > a
+    return hourly_integral(a[keep], b[keep], w[keep], bins, bin_s)
+
+
+def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int = 168) -> dict[str, Any]:
+    """The series above as a JSON-safe dict: ``{"start", "bin_s", "bins", "capacity": [...],
+    "leaves": {leaf: {"delivered": [...], "charged": [...], "demand": [...],
+    "allocation": [...], "entitled": [...]}}}``; ``span_s`` defaults to the lookback window
+    (cut to the oldest data held)."""
+    config, now = state.config, state.now
+    span = config.policy.lookback_s if span_s is None else span_s
+    oldest = min([r.start for r in state.runs] + [d.start for d in state.demand] + [now])
+    start = max(now - span, oldest)
+    bin_s = pick_bin(max(now - start, 1.0), max_bins)
+    start = now - math.ceil((now - start) / bin_s) * bin_s if now > start else now - bin_s
+    bins = max(1, round((now - start) / bin_s))
+    cap_gpus = sum(c.gpus for c in config.policy.clusters)
+    capacity = np.full(bins, cap_gpus * bin_s / 3600.0)
+    tree = config.tree
+    leaves = tree.leaves()
+    delivered: dict[str, list] = {leaf: [] for leaf in leaves}
+    charged: dict[str, list] = {leaf: [] for leaf in leaves}
+    wanted: dict[str, list] = {leaf: [] for leaf in leaves}
+    for r in state.runs:
+        if r.leaf in delivered:
+            end = now if r.end is None else r.end
+            delivered[r.leaf].append((r.start, end, r.gpu_count))
+            if r.allocated:
+                charged[r.leaf].append((r.start, end, r.gpu_count * r.weight))
+    for d in state.demand:
+        if d.leaf in wanted:
+            wanted[d.leaf].append((d.start, now if d.end is None else d.end, d.gpus))
+    demand = {leaf: _integral(wanted[leaf], start, bins, bin_s) for leaf in leaves}
+    entitled = entitlement(tree, capacity, demand)
+    out_leaves = {}
+    for leaf in leaves:
+        share = tree.effective_share(leaf)
+        out_leaves[leaf] = {
+            "delivered": _round(_integral(delivered[leaf], start, bins, bin_s)),
+            "charged": _round(_integral(charged[leaf], start, bins, bin_s)),
+            "demand": _round(demand[leaf]),
+            "allocation": _round(capacity * share),
+            "entitled": _round(entitled[leaf]),
+        }
+    return {"start": start, "bin_s": bin_s, "bins": bins, "capacity": _round(capacity),
+            "leaves": out_leaves}
+
+
+def subtree_series(series: dict[str, Any], leaves: Iterable[str]) -> dict[str, list[float]]:
+    """Sum the per-leaf series of ``leaves`` (a subtree) key by key."""
+    leaves = list(leaves)
+    bins = series["bins"]
+    out = {}
+    for key in ("delivered", "charged", "demand", "allocation", "entitled"):
+        total = np.zeros(bins)
+        for leaf in leaves:
+            total += np.asarray(series["leaves"][leaf][key], float)
+        out[key] = _round(total)
+    return out
+
+
+def _round(a: np.ndarray) -> list[float]:
+    return [round(float(x), 4) for x in a]

@@ -1,0 +1,124 @@
+"""Where a view's state comes from: a simulation, a saved state file, or a live reconciler.
+
+Every view command (explain, queue, eta, usage, dashboard) takes the same options
+(:func:`add_view_arguments`) and calls :func:`load_state`:
+
+* ``--url http://HOST:PORT``: GET ``/api/state`` from a reconciler (or from ``allot
+  dashboard``), the state of its last pass;
+* ``--state FILE``: a state saved from ``/api/state`` (or ``allot queue --format json --full``);
+* otherwise (``--sim``, the default): run a simulation and take its state at ``--at`` (default:
+  its end). The embedded default is the repository's budgets and policy (or ``--config DIR``)
+  on a seeded synthetic trace of ``--days`` days; ``--trace NAME|PATH`` replays a bundled
+  (``philly``, ``helios``) or documented-format trace instead.
+
+Failures a user can cause (unreachable URL, bad file, time after the end) are
+:class:`~engine.errors.UserError` s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from engine.durations import parse_duration
+from engine.errors import Problem, UserError
+from engine.views.state import ViewState
+
+URL_TIMEOUT_S = 30.0
+
+
+def _time(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
+    from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS
+
+    g = parser.add_argument_group("state (default: --sim)")
+    g.add_argument("--sim", action="store_true",
+                   help="simulate the embedded default (the repository's budgets and policy on a "
+                        "seeded synthetic trace) and use its state; the default without --url/--state")
+    g.add_argument("--trace", metavar="NAME|PATH", default=None,
+                   help="simulate this trace instead (bundled: philly, helios; or a trace file)")
+    g.add_argument("--at", type=_time, default=None, metavar="TIME",
+                   help="simulated time of the state, seconds or e.g. 16h, 1d2h (default: the end)")
+    g.add_argument("--days", type=float, default=DEFAULT_DAYS, metavar="D",
+                   help=f"length of the default synthetic trace in days (default: {DEFAULT_DAYS:g})")
+    g.add_argument("--tasks", type=int, default=None, metavar="N",
+                   help=f"tasks in the default synthetic trace (default: {DEFAULT_TASKS} per "
+                        f"{DEFAULT_DAYS:g} days)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace (default: 0)")
+    g.add_argument("--config", metavar="DIR", default=None,
+                   help="budgets/ and policies/ to simulate (default: the embedded default)")
+    g.add_argument("--url", metavar="URL", default=None,
+                   help="a reconciler's (or allot dashboard's) address; reads URL/api/state")
+    g.add_argument("--state", metavar="FILE", default=None,
+                   help="a view state saved from /api/state")
+    if formats:
+        parser.add_argument("--format", choices=("text", "json"), default="text",
+                            help="output format (default: text)")
+
+
+def fetch_state(url: str) -> ViewState:
+    target = url.rstrip("/") + "/api/state"
+    try:
+        with urllib.request.urlopen(target, timeout=URL_TIMEOUT_S) as resp:
+            data = json.loads(resp.read().decode())
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise UserError([Problem("--url", 0, 0, f"cannot read the state from {target}: {err}",
+                                 "check the address and that the reconciler runs with --metrics-port")]) from None
+    return _from_dict(data, target)
+
+
+def _from_dict(data, where: str) -> ViewState:
+    try:
+        return ViewState.from_dict(data)
+    except (KeyError, TypeError, ValueError) as err:
+        raise UserError([Problem(where, 0, 0, f"not a view state: {err}",
+                                 "give the JSON served at /api/state")]) from None
+
+
+def load_state(args: argparse.Namespace) -> ViewState:
+    if getattr(args, "url", None):
+        return fetch_state(args.url)
+    if getattr(args, "state", None):
+        path = Path(args.state)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise UserError([Problem(str(path), 0, 0, f"cannot read the state: {err}")]) from None
+        return _from_dict(data, str(path))
+    return simulated_state(args)
+
+
+def simulated_state(args: argparse.Namespace) -> ViewState:
+    from engine.loader import load_config
+    from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS, default_simulation, run_trace, state_from_sim
+
+    config = load_config(args.config) if getattr(args, "config", None) else load_config()
+    at = getattr(args, "at", None)
+    if at is not None and at <= 0:
+        raise UserError([Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h")])
+    if getattr(args, "trace", None):
+        result = run_trace(config, args.trace, seed=args.seed, horizon=at)
+    else:
+        days = args.days
+        tasks = args.tasks or max(1, round(DEFAULT_TASKS * days / DEFAULT_DAYS))
+        if at is not None and at > days * 86400:
+            raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the {days:g}-day "
+                                     f"simulation", "lower --at or raise --days")])
+        result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at)
+    if at is not None and at > result.horizon:
+        raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
+                                 f"({result.horizon:g}s)", "lower --at")])
+    return state_from_sim(result)

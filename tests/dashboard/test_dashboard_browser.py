@@ -1,0 +1,86 @@
+"""The dashboard in headless Chromium, on a simulation's state: the page loads without script
+errors or external requests, and the tree, the per-team charts, the queue and the per-GPU
+timeline are drawn with the simulation's data; searching a job shows its explanation."""
+
+from __future__ import annotations
+
+from engine.dashboard.app import handle
+from tests.dashboard.conftest import ARTIFACTS
+
+
+def _load(page, base_url):
+    page.goto(base_url + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+
+
+def test_page_renders_tree_charts_queue_and_timeline(page, base_url, sim_state):
+    _load(page, base_url)
+    tree = page.locator("#tree tr.tree-row")
+    assert tree.count() == len(sim_state.config.tree.nodes)
+    first_leaf = sim_state.config.tree.leaves()[0]
+    row = page.locator(f"#tree tr[data-node='{first_leaf}']").inner_text()
+    rank = sim_state.decision.ranks[first_leaf].rank
+    assert first_leaf in row and str(rank) in row.split()
+
+    charts = page.locator("#series svg.series-chart")
+    assert charts.count() == len(sim_state.config.tree.leaves())
+    assert page.locator("#series path.delivered").first.get_attribute("d").count("L") > 4
+
+    queue = page.locator("#queue tr.queue-row")
+    waiting = [w for w in sim_state.snapshot.pending]
+    assert waiting, "the test simulation should leave work waiting"
+    assert queue.count() == min(300, len(waiting))
+    first = min(waiting, key=lambda w: sim_state.decision.statuses[w.id].queue_position or 10**9)
+    assert queue.first.get_attribute("data-job") == first.id
+
+    canvas = page.locator("#timeline")
+    assert int(canvas.get_attribute("data-rows")) == sum(n.gpus for n in sim_state.snapshot.nodes)
+    assert int(canvas.get_attribute("data-bars")) > 100
+    # pixels were drawn: the canvas is not blank
+    coloured = page.evaluate("""() => { const c = document.querySelector('#timeline');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height - 20).data;
+        let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] !== 255 || d[i+1] !== 255 || d[i+2] !== 255) n++;
+        return n; }""")
+    assert coloured > 10000
+    assert page.errors == []
+    assert page.external == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+
+def test_job_search_shows_the_explanation(page, base_url, sim_state):
+    _load(page, base_url)
+    wid = sim_state.snapshot.pending[0].id
+    page.fill("#job", wid)
+    page.click("#search button[type=submit]")
+    page.wait_for_selector("#explain-output li.topic-rank", timeout=20000)
+    text = page.locator("#explain-output").inner_text()
+    status = sim_state.decision.statuses[wid]
+    assert f"ranks {status.rank} of {len(sim_state.decision.ranks)}" in text
+    assert "Level 1:" in text
+    assert page.locator("#explain-title").inner_text().startswith(wid)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-explain.png"))
+
+
+def test_clicking_a_queue_row_explains_it_and_unknown_jobs_say_so(page, base_url):
+    _load(page, base_url)
+    row = page.locator("#queue tr.queue-row").nth(1)
+    wid = row.get_attribute("data-job")
+    row.click()
+    page.wait_for_selector("#explain-output li.statement", timeout=20000)
+    assert page.locator("#explain-title").inner_text().startswith(wid)
+    page.fill("#job", "no-such-job-xyz")
+    page.click("#search button[type=submit]")
+    page.wait_for_selector("#explain-output li.error", timeout=20000)
+    assert "no workload" in page.locator("#explain-output").inner_text()
+
+
+def test_endpoints_without_a_state_answer_503_and_unknown_paths_404():
+    status, _, body = handle("GET", "/api/state", "", lambda: None)
+    assert status == 503 and b"no state yet" in body
+    assert handle("GET", "/nope", "", lambda: None)[0] == 404
+    assert handle("POST", "/api/state", "", lambda: None)[0] == 405
+    assert handle("GET", "/static/../app.py", "", lambda: None)[0] == 404
+    status, headers, body = handle("GET", "/", "", lambda: None)
+    assert status == 200 and headers["Content-Type"].startswith("text/html") and b"app.js" in body

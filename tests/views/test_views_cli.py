@@ -1,0 +1,87 @@
+"""The view commands as a user runs them, on a saved simulation state (``--state``; ``--sim``
+and ``--url`` build the same state): text for people, ``--format json`` for bots, user errors
+as ``file:line:col: message`` with exit status 1."""
+
+from __future__ import annotations
+
+import json
+
+from engine.cli import main
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_queue_lists_waiting_work_in_order_with_its_metric(capsys, state_file, sim_state):
+    code, out, _ = _run(capsys, "queue", "--state", str(state_file))
+    assert code == 0
+    assert "Order: budget rank" in out and "METRIC" in out
+    first = min(sim_state.snapshot.pending, key=lambda w: sim_state.decision.statuses[w.id].queue_position or 1e9)
+    assert out.splitlines()[2].split()[1] == first.id
+    code, out, _ = _run(capsys, "queue", "--state", str(state_file), "--format", "json", "--cluster", "b200")
+    doc = json.loads(out)
+    assert code == 0 and doc["cluster"] == "b200"
+    assert all(r["cluster"] in (None, "b200") for r in doc["queue"])
+
+
+def test_queue_refuses_unknown_team_and_cluster(capsys, state_file):
+    code, _, err = _run(capsys, "queue", "--state", str(state_file), "--team", "nope", "--cluster", "x")
+    assert code == 1
+    assert "--team:0:0: no budget node 'nope'" in err and "no cluster 'x'" in err
+
+
+def test_explain_prints_statements_and_json_carries_their_numbers(capsys, state_file, sim_state):
+    wid = [w.id for w in sim_state.snapshot.pending if sim_state.decision.statuses[w.id].state == "pending"][-1]
+    code, out, _ = _run(capsys, "explain", wid, "--state", str(state_file))
+    assert code == 0 and out.startswith(f"{wid}: pending")
+    st = sim_state.decision.statuses[wid]
+    assert f"ranks {st.rank} of {len(sim_state.decision.ranks)}" in out
+    code, out, _ = _run(capsys, "explain", wid, "--state", str(state_file), "--format", "json")
+    doc = json.loads(out)
+    rank = next(s for s in doc["statements"] if s["topic"] == "rank")
+    assert rank["numbers"]["rank"] == st.rank
+    code, _, err = _run(capsys, "explain", "no-such-job", "--state", str(state_file))
+    assert code == 1 and "no workload 'no-such-job'" in err
+
+
+def test_eta_forecasts_with_assumptions(capsys, state_file, sim_state):
+    d = sim_state.decision
+    wid = min((w for w in sim_state.snapshot.pending if d.statuses[w.id].state == "pending"),
+              key=lambda w: d.statuses[w.id].queue_position).id
+    code, out, _ = _run(capsys, "eta", wid, "--state", str(state_file), "--horizon", "12h")
+    assert code == 0
+    assert f"{wid}: forecast start" in out or "not started within" in out
+    assert "Assumptions:" in out and "no new submissions" in out
+    code, out, _ = _run(capsys, "eta", wid, "--state", str(state_file), "--format", "json", "--horizon", "12h")
+    doc = json.loads(out)
+    f = doc["forecast"][0]
+    assert f["workload"] == wid and (f["start"] is None or f["start"] >= sim_state.now)
+
+
+def test_usage_prints_table_burn_and_writes_a_png(capsys, state_file, tmp_path, sim_state):
+    png = tmp_path / "usage.png"
+    team = sim_state.config.tree.children(sim_state.config.tree.root)[0]
+    code, out, _ = _run(capsys, "usage", "--state", str(state_file), "--subtree", team, "--png", str(png))
+    assert code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Burn: charged now at" in out and "CHG/ALLOC" in out
+    code, out, _ = _run(capsys, "usage", "--state", str(state_file), "--subtree", team, "--format", "json")
+    doc = json.loads(out)
+    row = doc["rows"][0]
+    assert row["node"] == team
+    used = sum(sim_state.snapshot.usage.get(x, 0.0) for x in sim_state.config.tree.leaves()
+               if team in sim_state.config.tree.path(x))
+    assert row["charged_gpu_h"] * 3600 == used
+    assert doc["burn"]["window_usage_now_gpu_h"] * 3600 == used
+    code, _, err = _run(capsys, "usage", "--state", str(state_file), "--subtree", "nope")
+    assert code == 1 and "no budget node 'nope'" in err
+
+
+def test_a_missing_state_file_or_url_is_a_user_error(capsys, tmp_path):
+    code, _, err = _run(capsys, "queue", "--state", str(tmp_path / "none.json"))
+    assert code == 1 and "cannot read the state" in err
+    code, _, err = _run(capsys, "queue", "--url", "http://127.0.0.1:9")
+    assert code == 1 and "cannot read the state from http://127.0.0.1:9/api/state" in err

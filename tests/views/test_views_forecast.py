@@ -1,0 +1,67 @@
+"""``eta``'s forecaster simulates forward from a state with the simulator itself. When nothing is
+submitted after the state's instant, its forecast is exactly what the simulator then does."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.loader import load_config
+from engine.sim.engine import simulate
+from engine.sim.prepare import prepare_trace
+from engine.sim.synthetic import synthetic_trace
+from engine.sim.trace import Trace
+from engine.views.forecast import forecast
+from engine.views.simstate import state_from_sim
+from engine.views.state import ViewState
+from tests.core.harness import build_scenario
+
+
+def test_forecast_equals_the_simulation_when_no_work_arrives_later():
+    config = load_config()
+    trace = prepare_trace(synthetic_trace(config, days=0.25, tasks=420, demand_ratio_target=2.2, seed=5,
+                                          failures_per_node_day=0), config, seed=5)
+    at = 3 * 3600.0
+    early = Trace.of([t for t in trace.tasks if t.submit < at - 1], (), trace.name, dict(trace.meta))
+    result = simulate(config, early, horizon=at + 12 * 3600)
+    state = state_from_sim(result, at=at)
+    assert len(state.snapshot.pending) >= 10, "the test needs a queue"
+    fc = forecast(state, horizon_s=12 * 3600 - 1)
+    starts: dict[str, float] = {}
+    for s in result.segments:
+        if s.start >= at:
+            starts[s.task] = min(starts.get(s.task, s.start), s.start)
+    started = [k for k, v in fc.starts.items() if v is not None]
+    assert len(started) >= 10
+    for wid, start in fc.starts.items():
+        assert start == starts.get(wid), wid
+    assert any("no new submissions" in a for a in fc.assumptions)
+
+
+def test_a_job_waiting_for_a_protected_one_starts_when_it_ends():
+    data = {"budgets": {"A": 50, "B": 50}, "nodes": [{"name": "c-n0000"}],
+            "usage": {"A": 1000.0}, "now": 600.0,
+            "running": [{"id": "b-run", "budget": "B", "min": "2h", "gpus": 8, "at": {"c-n0000": 8},
+                         "started": 0}],
+            "pending": [{"id": "a-job", "budget": "A", "min": "1h", "gpus": 8, "submitted": 300}]}
+    snapshot, config, now = build_scenario(data)
+    state = ViewState("scenario", now, config, snapshot, expected={"b-run": 3000.0, "a-job": 1800.0},
+                      meta={"expected": "declared"})
+    assert state.decision.statuses["a-job"].state == "pending"
+    fc = forecast(state, ["a-job"], horizon_s=6 * 3600)
+    assert fc.starts["a-job"] == 3000.0  # b-run ends at 3000, a pass on the 60 s grid
+    assert fc.outcome["a-job"] == "started"
+    # without an expected end, b-run runs until preempted: A outranks B, so at the end of its
+    # min runtime (t=7200)
+    state2 = ViewState("scenario", now, config, snapshot)
+    assert forecast(state2, ["a-job"], horizon_s=6 * 3600).starts["a-job"] == 7200.0
+
+
+def test_a_job_that_never_fits_in_the_horizon_has_no_start():
+    data = {"budgets": {"A": 50, "B": 50}, "nodes": [{"name": "c-n0000"}], "now": 0.0,
+            "running": [{"id": "b-run", "budget": "B", "min": "8h", "gpus": 8, "at": {"c-n0000": 8}}],
+            "pending": [{"id": "a-job", "budget": "A", "min": "1h", "gpus": 8}]}
+    snapshot, config, now = build_scenario(data)
+    state = ViewState("scenario", now, config, snapshot, expected={"b-run": 10 * 3600.0})
+    fc = forecast(state, ["a-job"], horizon_s=3600)
+    assert fc.starts["a-job"] is None and fc.outcome["a-job"] == "waiting"
+    assert fc.to_dict()["forecast"][0]["wait_s"] is None

@@ -1,0 +1,61 @@
+"""The live path: the reconciler (on the Kubernetes API emulator) feeds a LiveRecorder after each
+pass, its metrics port serves the dashboard and ``/api/state``, and ``allot explain/queue --url``
+read it and see the pass's own decision."""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.request
+
+from engine.cli import main
+from engine.k8s.metrics import Health, Metrics, serve
+from engine.views.live import LiveRecorder
+from tests.k8s.reconcile_support import Env, T0, job
+
+
+def test_reconciler_serves_the_dashboard_and_the_cli_explains_its_decision(
+        kube_emulator, kube_client, tmp_path, capsys):
+    env = Env(kube_emulator, kube_client, tmp_path / "policy")
+    env.nodes(1)
+    env.submit(job("team-b", "big", budget="team-b", min_runtime="1h", gpus=8))
+    rec = LiveRecorder()
+    r = env.reconciler()
+    r.listeners.append(rec.record)
+    assert r.run_pass().result.admitted == ["team-b/big"]
+    env.advance(600)
+    env.submit(job("team-a", "waits", budget="team-a", min_runtime="1h", gpus=8))
+    report = r.run_pass()
+    state = rec.state()
+    assert state is not None and state.source == "live" and state.now == T0 + 600
+    # the recorded state reproduces the pass's decision exactly
+    assert dict(state.decision.statuses) == dict(report.decision.statuses)
+    assert state.decision.statuses["team-a/waits"].state == "pending"
+    assert [x.workload for x in state.runs] == ["team-b/big"] and state.runs[0].end is None
+
+    server = serve(Metrics(), Health(), 0, host="127.0.0.1", app=rec.app)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with urllib.request.urlopen(url + "/") as resp:
+            assert b"Allot dashboard" in resp.read()
+        with urllib.request.urlopen(url + "/api/state") as resp:
+            doc = json.loads(resp.read())
+        assert doc["source"] == "live" and [q["id"] for q in doc["views"]["queue"]] == ["team-a/waits"]
+        with urllib.request.urlopen(url + "/healthz") as resp:
+            assert resp.status == 200  # the reconciler's own endpoints still answer
+        assert main(["explain", "waits", "--url", url]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("team-a/waits: pending")
+        assert "It needs 8 GPUs; 0 are free" in out and "0 GPUs run lower-ranked" in out
+        assert "8 more are protected (the first become preemptible" in out
+        assert main(["queue", "--url", url, "--format", "json"]) == 0
+        queue = json.loads(capsys.readouterr().out)["queue"]
+        assert queue[0]["id"] == "team-a/waits" and queue[0]["rank"] == 1
+        assert main(["eta", "waits", "--url", url, "--format", "json", "--horizon", "4h"]) == 0
+        fc = json.loads(capsys.readouterr().out)
+        # team-b/big has no declared end: it runs until team-a (ranked first) may preempt it,
+        # when its min runtime ends (T0 + 1 h), at the next pass of the 60 s grid
+        assert fc["forecast"][0]["start"] == math.ceil((T0 + 3600) / 60) * 60
+        assert any("run until preempted" in a for a in fc["assumptions"])
+    finally:
+        server.shutdown()

@@ -12,34 +12,41 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       for the rest of the pass (free GPUs only shrink), so a large workload that cannot be
       placed does not block smaller ones behind it;
    b. else, if it is allocated, preempt the cheapest valid victim set (lower-ranked or
-      unallocated, never protected, anti-ping-pong rule). A failed search is not repeated
-      for a later workload of the same shape that ranks no better (its possible victims
-      are, up to the anti-ping-pong check, a subset);
-   c. else the first such allocated workload gets a reservation (:mod:`engine.core.reservation`),
-      and from then on the reserved nodes only take work that will be preemptible by then.
+      unallocated, never protected, anti-ping-pong rule projected over all moves of this
+      decision). A failed search is not repeated for a later workload of the same shape
+      with the same set of preemptible leaves (free GPUs and victims only shrink);
+   c. else the first such allocated workload that has a finite earliest start gets a
+      reservation (:mod:`engine.core.reservation`); a workload with no finite start does not
+      use up the reservation, the next one tries (failures memoised like b). From then on the
+      reserved nodes only take work that will be preemptible by then.
    Workloads that can never fit (bigger than any node / topology group even when the whole
    cluster is empty and healthy) are rejected. Unallocated work only takes idle GPUs.
 5. Every workload, running or pending, gets a status with the numbers that explain it, and
    ``ranks`` holds every leaf's :class:`LeafRank`.
 
-Quick paths keep the common case cheap: no free GPU and nothing preemptible skips all
-searches; "does not fit" and "no victims" are memoised per shape; statuses are built lazily.
+Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
+preemptible skips all searches; "does not fit" is memoised per shape; a victim search is
+skipped when free GPUs plus every victim ranked below could not make room (a Fenwick tree
+over ranks), when the same shape already failed with the same preemptible leaves, or when it
+failed for a workload ranking no lower with no victim excluded by the anti-ping-pong rule;
+statuses and their wording are built lazily, from numbers recorded during the pass.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from engine.core.drain import drain
 from engine.core.explain import StatusMap, leaf_text, placement_text, shape_text, when
 from engine.core.fairshare import (outranked_after_charge, rank_leaves, still_ranks_above,
                                     subtree_leaves)
 from engine.core.ledger import rollup_usage
-from engine.core.placement import Pool, fit
-from engine.core.preemption import Victim, find_victims, make_victim
+from engine.core.placement import Pool, never_fits
+from engine.core.preemption import Projection, RankSums, Victim, find_victims, make_victim
 from engine.core.queue import Entry, build_queue, charged_leaf
 from engine.core.reservation import Reservation, earliest_start
-from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Snapshot, WorkloadStatus)
+from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
+                               WorkloadStatus)
 from engine.durations import format_duration
 from engine.model import Config
 
@@ -63,60 +70,92 @@ class _Pass:
                 for n, g in r.placement.assignments:
                     used[n] = used.get(n, 0) + g
         self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain)
-        self.full = {n: s.gpus for n, s in self.pool.all_nodes.items()}
         self.running = [r for r in snapshot.running if r.workload.id not in evicted]
+        self.node_weight = {n: self.weights.get(s.cluster, 1.0) for n, s in self.pool.all_nodes.items()}
+        self.proj = Projection(self.tree)
         victims = []
+        self.held: list[tuple[Running, str | None, int]] = []  # (running, charged leaf, rank)
         for r in self.running:
-            if now < r.protected_until:
-                continue
             leaf, _ = charged_leaf(r.workload, self.ranks)
             rank = self.ranks[leaf].rank if leaf is not None else self.n + 1
-            victims.append(make_victim(r, leaf, rank, now, self.policy.preemption_grace_s))
+            self.held.append((r, leaf, rank))
+            if leaf is not None:
+                self.proj.add(leaf, self.rate_of(r.placement.assignments), r.protected_until - now)
+            if now >= r.protected_until:
+                victims.append(make_victim(r, leaf, rank, now, self.policy.preemption_grace_s))
         self.victims = sorted(victims, key=lambda v: v.order)
         self.by_node: dict[str, list[Victim]] = {}  # alive victims per node, in victim order
+        self.vgpus: dict[str, int] = {}  # GPUs alive victims hold per node
         self.gpus_by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
+        self.below = RankSums(self.n + 1)  # alive victim GPUs per leaf rank (n + 1: unallocated)
         for v in self.victims:
-            for n, _ in v.on:
+            for n, g in v.on:
                 self.by_node.setdefault(n, []).append(v)
+                self.vgpus[n] = self.vgpus.get(n, 0) + g
             self.gpus_by_leaf[v.leaf] = self.gpus_by_leaf.get(v.leaf, 0) + v.gpus
+            self.below.add(v.rank, v.gpus)
+        self.held_gpus = sum(r.placement.gpus for r in self.running)  # not yet preempted
         self.gone: set[str] = set(evicted)  # preempted in this decision
-        self._pingpong: dict[tuple[str, str, float], bool] = {}
-        self._ok: dict[tuple[str, float], frozenset[str]] = {}
+        self._pingpong: dict[tuple, bool] = {}
+        self._ok: dict[tuple, frozenset[str]] = {}
+        self._version = self.proj.version
+        self._weight: dict[str | None, float] = {}
         self._under: dict[str, tuple[str, ...]] | None = None
         self.actions: list[Action] = []
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
         self.reservation: Reservation | None = None
-        self.tried_reservation = False
-        self.holder_charge = 0.0
+        self.holder_charge = (0.0, 0.0)  # the holder's (protected-run charge, min runtime)
 
     # ------------------------------------------------------------------ victim rules
 
-    def pingpong_ok(self, winner: str, loser: str, extra: float) -> bool:
-        key = (winner, loser, extra)
+    def rate_of(self, assignments) -> float:
+        """Billing-weighted GPUs held (GPU-seconds charged per second)."""
+        return sum(g * self.node_weight.get(n, 1.0) for n, g in assignments)
+
+    def _fresh(self) -> None:
+        """Drop anti-ping-pong caches once the projection moved (an admission or preemption)."""
+        if self._version != self.proj.version:
+            self._version = self.proj.version
+            self._pingpong.clear()
+            self._ok.clear()
+
+    def pingpong_ok(self, winner: str, loser: str, extra: float, m: float) -> bool:
+        self._fresh()
+        key = (winner, loser, extra, m)
         ok = self._pingpong.get(key)
         if ok is None:
-            ok = self._pingpong[key] = still_ranks_above(self.tree, self.used_tree, winner, loser, extra)
+            ok = self._pingpong[key] = still_ranks_above(
+                self.tree, self.used_tree, winner, loser, extra, self.proj.ahead(m), self.proj.behind(m))
         return ok
 
-    def may_preempt(self, leaf: str, rank: int, extra: float, v_leaf: str | None, v_rank: int) -> bool:
-        return v_leaf is None or (v_rank > rank and self.pingpong_ok(leaf, v_leaf, extra))
+    def may_preempt(self, leaf: str, rank: int, charge: tuple[float, float], v_leaf: str | None,
+                    v_rank: int) -> bool:
+        return v_leaf is None or (v_rank > rank and self.pingpong_ok(leaf, v_leaf, *charge))
 
-    def charge_of(self, e: Entry) -> float:
-        """GPU-seconds a workload's protected run will charge its leaf (anti-ping-pong)."""
+    def charge_of(self, e: Entry) -> tuple[float, float]:
+        """GPU-seconds a workload's protected run will charge its leaf (at the dearest billing
+        weight it may land on), and its min runtime."""
         c = e.workload.contract
-        clusters = self.pool.cluster_names(c.cluster) or sorted(self.weights)
-        weight = max((self.weights.get(x, 1.0) for x in clusters), default=1.0)
-        return c.gpus * c.min_runtime_s * weight
+        weight = self._weight.get(c.cluster)
+        if weight is None:
+            clusters = self.pool.cluster_names(c.cluster) or sorted(self.weights)
+            weight = self._weight[c.cluster] = max((self.weights.get(x, 1.0) for x in clusters),
+                                                   default=1.0)
+        return c.gpus * c.min_runtime_s * weight, c.min_runtime_s
 
-    def ok_leaves(self, leaf: str, rank: int, extra: float) -> frozenset[str]:
-        """Leaves whose work past its min runtime a workload of ``leaf`` (charging ``extra``)
-        may preempt: ranked lower and passing the anti-ping-pong rule."""
-        key = (leaf, extra)
+    def ok_leaves(self, leaf: str, rank: int, charge: tuple[float, float]) -> frozenset[str]:
+        """Leaves whose work past its min runtime a workload of ``leaf`` (``charge``) may
+        preempt: ranked lower now and passing the anti-ping-pong rule."""
+        self._fresh()
+        key = (leaf, charge)
         ok = self._ok.get(key)
         if ok is None:
             if self._under is None:
                 self._under = subtree_leaves(self.tree)
-            ok = self._ok[key] = outranked_after_charge(self.tree, self.used_tree, leaf, extra, self._under)
+            extra, m = charge
+            found = outranked_after_charge(self.tree, self.used_tree, leaf, extra, self._under,
+                                           self.proj.ahead(m), self.proj.behind(m))
+            ok = self._ok[key] = frozenset(x for x in found if self.ranks[x].rank > rank)
         return ok
 
     def preemptible_upper(self, ok: frozenset[str]) -> int:
@@ -138,6 +177,8 @@ class _Pass:
         w = e.workload
         for v in victims:
             self.gone.add(v.id)
+            if v.leaf is not None:
+                self.proj.remove(v.leaf, self.rate_of(v.on))
             lr = self.ranks.get(v.leaf) if v.leaf else None
             why = ("unallocated work is preempted first" if v.leaf is None else
                    f"{leaf_text(lr, self.n)} ranks below {e.leaf} (rank {e.rank.rank}) and "
@@ -149,27 +190,40 @@ class _Pass:
             for n, g in v.on:
                 self.pool.give(n, g)
                 self.by_node[n].remove(v)
+                self.vgpus[n] -= g
             self.gpus_by_leaf[v.leaf] -= v.gpus
+            self.below.add(v.rank, -v.gpus)
+            self.held_gpus -= v.gpus
         self.pool.take(placement)
+        if e.leaf is not None:
+            self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
         how = (f" after preempting {len(victims)} workload(s) ({', '.join(v.id for v in victims)})"
                if victims else "")
         self.actions.append(Admit(w.id, placement, f"admitted on {placement_text(placement.assignments)}"
                                   f"{how}: {leaf_text(e.rank, self.n)}"))
 
-    def run(self, entries: list[Entry]) -> dict[str, tuple[str, str, int]]:
-        """Walk the queue once; outcome per workload: (kind, detail, free GPUs it saw)."""
-        outcome: dict[str, tuple[str, str, int]] = {}
+    def run(self, entries: list[Entry]) -> dict[str, tuple[str, object, int]]:
+        """Walk the queue once; outcome per workload: (kind, detail, free GPUs it saw). A
+        failed victim search leaves its numbers as detail; the words are built on demand."""
+        outcome: dict[str, tuple[str, object, int]] = {}
         nofit: set[tuple] = set()
-        novictims: dict[tuple, tuple[int, str]] = {}
+        # (shape, preemptible leaves) whose search failed -> lower-ranked leaves with victims
+        # that the anti-ping-pong rule excluded then
+        novictims: dict[tuple, tuple[str, ...]] = {}
+        # shape -> rank: failed with every victim ranked below ``rank`` allowed, so every later
+        # workload of that shape ranking no better fails too (victims and GPUs only shrink)
+        maxfail: dict[tuple, int] = {}
+        noreserve: set[tuple] = set()  # (shape, preemptible leaves) with no finite start
         quick = not self.victims and all(f == 0 for f in self.pool.free.values())
         for e in entries:
             w, c = e.workload, e.workload.contract
             clusters = self.pool.cluster_names(c.cluster)
             free = 0 if quick else self.pool.free_in(clusters)
-            if quick and (e.leaf is None or self.tried_reservation):
+            if quick and (e.leaf is None or self.reservation is not None):
                 outcome[w.id] = ("wait", "no free GPU and nothing preemptible", 0)
                 continue
-            exclude = frozenset() if self.backfill_ok(e) else self.reservation.nodes
+            exclude = (frozenset() if self.reservation is None or self.backfill_ok(e)
+                       else self.reservation.nodes)
             shape = (c.gpus_per_pod, c.pods, c.cluster, bool(exclude))
             if not quick and shape not in nofit:
                 placement = self.pool.place(c.gpus_per_pod, c.pods, c.cluster, exclude)
@@ -181,80 +235,83 @@ class _Pass:
             if e.leaf is None:
                 outcome[w.id] = ("wait", "unallocated work only runs on idle GPUs and never preempts", free)
                 continue
-            rank = e.rank.rank
-            extra = self.charge_of(e)
-            why = "no lower-ranked work past its min runtime to preempt"
-            failed = novictims.get(shape)
-            if failed is not None and failed[0] <= rank:
-                why = failed[1]
-            elif not quick:
-                ok = self.ok_leaves(e.leaf, rank, extra)
-                found = None
-                if free + self.preemptible_upper(ok) >= c.gpus:
-                    found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool, self.by_node, ok,
-                                         exclude)
-                if found is not None:
-                    self.admit(e, found[0], found[1])
-                    outcome[w.id] = ("admitted", "", free)
-                    nofit.clear()  # preemption may leave GPUs free that others can use
-                    continue
-                blocked = sorted(x for x, r in self.ranks.items()
-                                 if r.rank > rank and x not in ok and self.gpus_by_leaf.get(x, 0) > 0)
-                if blocked:
-                    shown = ", ".join(blocked[:5]) + (", ..." if len(blocked) > 5 else "")
-                    why = (f"lower-ranked work of {shown} is past its min runtime, "
-                           f"but the anti-ping-pong rule forbids preempting it: after charging this "
-                           f"workload's protected run ({extra / 3600:.1f} GPU-h) budget {e.leaf} would "
-                           f"no longer rank above them")
-                elif self.gpus_by_leaf.get(None, 0) or any(self.gpus_by_leaf.get(x, 0) for x in ok):
-                    why = "preempting all lower-ranked or unallocated work past its min runtime would not make room"
-                novictims[shape] = (rank, why)
+            rank, charge, ok = e.rank.rank, self.charge_of(e), None
+            why: object = "no free GPU and nothing preemptible"
+            if not quick:
+                why = ("search", (), charge, 0.0)
+                if maxfail.get(shape, rank + 1) <= rank:
+                    pass
+                elif free + self.below.above(rank) < c.gpus:  # not even with every victim allowed
+                    maxfail[shape] = rank
+                else:
+                    ok = self.ok_leaves(e.leaf, rank, charge)
+                    blocked = novictims.get((shape, ok))
+                    if blocked is None:
+                        upper = self.preemptible_upper(ok)
+                        found = None
+                        if free + upper >= c.gpus:
+                            found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
+                                                 self.by_node, ok, exclude, self.vgpus)
+                        if found is not None:
+                            self.admit(e, found[0], found[1])
+                            outcome[w.id] = ("admitted", "", free)
+                            nofit.clear()  # preemption may leave GPUs free that others can use
+                            continue
+                        blocked = novictims[(shape, ok)] = tuple(sorted(
+                            x for x, r in self.ranks.items()
+                            if r.rank > rank and x not in ok and self.gpus_by_leaf.get(x, 0) > 0))
+                        if not blocked:  # anti-ping-pong excluded no victim: rank-wide failure
+                            maxfail[shape] = rank
+                    why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
             if exclude:
                 outcome[w.id] = ("reserved-out", "", free)
                 continue
-            if not self.tried_reservation:
-                self.tried_reservation = True
-                self.reserve(e, clusters, extra)
-                if self.reservation is not None:
-                    outcome[w.id] = ("holder", "", free)
-                    continue
-            outcome[w.id] = ("wait", why if not quick else "no free GPU and nothing preemptible", free)
+            if self.reservation is None:
+                if free + self.held_gpus >= c.gpus:
+                    ok = ok if ok is not None else self.ok_leaves(e.leaf, rank, charge)
+                    if (shape, ok) not in noreserve:
+                        self.reserve(e, clusters, charge, ok)
+                        if self.reservation is not None:
+                            outcome[w.id] = ("holder", "", free)
+                            continue
+                        noreserve.add((shape, ok))
+                outcome[w.id] = ("unreservable", why, free)
+                continue
+            outcome[w.id] = ("wait", why, free)
         return outcome
 
-    def reserve(self, e: Entry, clusters: list[str], extra: float) -> None:
+    def why_no_victims(self, e: Entry, blocked: tuple[str, ...], charge: tuple[float, float],
+                       running: float) -> str:
+        """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
+        past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
+        what the leaf's running work adds over the workload's min runtime (GPU-s)."""
+        rank = e.rank.rank
+        blocked = tuple(x for x in blocked if self.ranks[x].rank > rank)
+        if blocked:
+            extra, m = charge
+            shown = ", ".join(blocked[:5]) + (", ..." if len(blocked) > 5 else "")
+            return (f"lower-ranked work of {shown} is past its min runtime, but the anti-ping-pong "
+                    f"rule forbids preempting it: by the end of this workload's min runtime "
+                    f"({format_duration(m)}) budget {e.leaf} would be charged {extra / 3600:.1f} GPU-h "
+                    f"for it plus {running / 3600:.1f} GPU-h for its running work, and would no "
+                    f"longer rank above them")
+        if self.below.above(rank):
+            return ("preempting all lower-ranked or unallocated work past its min runtime would not "
+                    "make room")
+        return "no lower-ranked work past its min runtime to preempt"
+
+    def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],
+                ok: frozenset[str]) -> None:
+        """Reserve for ``e`` the placement that running work it may preempt frees soonest."""
         c = e.workload.contract
-        releases = []
-        for r in self.running:
-            if r.workload.id in self.gone:
-                continue
-            leaf, _ = charged_leaf(r.workload, self.ranks)
-            rank = self.ranks[leaf].rank if leaf is not None else self.n + 1
-            if self.may_preempt(e.leaf, e.rank.rank, extra, leaf, rank):
-                releases.append((max(self.now, r.protected_until), r.workload.id, r.placement.assignments))
-        releases.sort()
+        releases = sorted((max(self.now, r.protected_until), r.workload.id, r.placement.assignments)
+                          for r, leaf, _ in self.held
+                          if r.workload.id not in self.gone and (leaf is None or leaf in ok))
         found = earliest_start(c.gpus_per_pod, c.pods, clusters, self.pool, releases)
         if found is not None:
-            self.holder_charge = extra
+            self.holder_charge = charge
             self.reservation = Reservation(e.workload.id, e.leaf, e.rank.rank,
                                            max(self.now, found[0]), found[1])
-
-
-def _never_fits(p: _Pass, c) -> str | None:
-    """Why the workload could not fit even on an empty, healthy cluster (None if it could)."""
-    clusters = [c.cluster] if c.cluster else sorted({n.cluster for n in p.pool.all_nodes.values()})
-    if not any(s.cluster in clusters for s in p.pool.all_nodes.values()):
-        return None  # no nodes seen (yet): wait rather than reject on a partial view
-    for cl in clusters:
-        names = [n for n, s in p.pool.all_nodes.items() if s.cluster == cl]
-        groups: dict[tuple[str, str], list[str]] = {}
-        for n in names:
-            s = p.pool.all_nodes[n]
-            groups.setdefault((cl, s.domain if p.policy.gang_in_one_domain else ""), []).append(n)
-        if fit(c.gpus_per_pod, c.pods, p.full, names, groups) is not None:
-            return None
-    scope = "topology domain" if p.policy.gang_in_one_domain else "cluster"
-    return (f"needs {shape_text(c)}, more than any node or {scope} holds even when empty; "
-            f"split it or ask for fewer GPUs")
 
 
 def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
@@ -267,7 +324,7 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
         c = e.workload.contract
         key = (c.gpus_per_pod, c.pods, c.cluster)
         if key not in memo:
-            memo[key] = _never_fits(p, c)
+            memo[key] = never_fits(p.pool, p.policy.gang_in_one_domain, c)
         if memo[key] is None:
             kept.append(e)
         else:
@@ -309,7 +366,10 @@ def _pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> Workload
                f"until {when(res.until, p.now)} and this workload's min runtime "
                f"({format_duration(c.min_runtime_s)}) would still protect it then")
     else:
-        why = f"{needs}; {detail}"
+        why = f"{needs}; {p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail}"
+        if kind == "unreservable":
+            why += ("; no reservation: the running work it may preempt (unallocated, or lower-ranked "
+                    "and passing the anti-ping-pong rule) never frees enough GPUs for it")
     return WorkloadStatus(state="pending", reason=f"waiting: {why}; {leaf_text(lr, p.n)}{note}", **base)
 
 

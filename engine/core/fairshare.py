@@ -96,7 +96,8 @@ def rank_leaves(tree: BudgetTree, usage: Mapping[str, float]) -> dict[str, LeafR
 
 
 def still_ranks_above(tree: BudgetTree, usage: Mapping[str, float], winner: str, loser: str,
-                      extra: float) -> bool:
+                      extra: float, ahead: Mapping[str, float] | None = None,
+                      behind: Mapping[str, float] | None = None) -> bool:
     """Would leaf ``winner`` still be ordered before leaf ``loser`` if ``extra`` GPU-seconds
     were charged to ``winner``? (The anti-ping-pong test of preemption.)
 
@@ -105,7 +106,9 @@ def still_ranks_above(tree: BudgetTree, usage: Mapping[str, float], winner: str,
     have the same parent, so ``S/U`` compares as ``S_cw / usage(cw)`` vs ``S_cl / usage(cl)``
     (the parent usage cancels); charging ``extra`` to ``winner`` adds it to ``usage(cw)``
     only. Ties use the same rule as :func:`rank_leaves` (share, then usage, then name).
-    ``usage`` must be the rolled-up usage of every node.
+    ``usage`` must be the rolled-up usage of every node. Optional projections (rolled up,
+    GPU-seconds per node): ``ahead`` is added to the winner's side (``cw``), ``behind`` to
+    the loser's side (``cl``); absent nodes add nothing.
     """
     if winner == loser:
         return False
@@ -115,30 +118,36 @@ def still_ranks_above(tree: BudgetTree, usage: Mapping[str, float], winner: str,
         depth += 1
     cw, cl = pw[depth], pl[depth]
     sw, sl = tree.nodes[cw].share_pct, tree.nodes[cl].share_pct
-    uw, ul = usage.get(cw, 0.0) + extra, usage.get(cl, 0.0)
+    uw = usage.get(cw, 0.0) + extra + (ahead.get(cw, 0.0) if ahead else 0.0)
+    ul = usage.get(cl, 0.0) + (behind.get(cl, 0.0) if behind else 0.0)
     fw, fl = level_fairshare(sw, uw), level_fairshare(sl, ul)
     return (-fw, -sw, uw, cw) < (-fl, -sl, ul, cl)
 
 
 def outranked_after_charge(tree: BudgetTree, usage: Mapping[str, float], winner: str, extra: float,
-                           leaves_under: Mapping[str, tuple[str, ...]]) -> frozenset[str]:
-    """Every leaf ``L`` such that ``still_ranks_above(tree, usage, winner, L, extra)``, in
-    O(depth x siblings): at each level of ``winner``'s path, a sibling subtree is taken whole
-    when the path node, charged ``extra``, still sorts before it. (Charging only raises the
-    path node's sort key, so these leaves also rank below ``winner`` now.) ``usage`` is the
-    rolled-up usage; ``leaves_under`` maps each node to the leaves of its subtree."""
+                           leaves_under: Mapping[str, tuple[str, ...]],
+                           ahead: Mapping[str, float] | None = None,
+                           behind: Mapping[str, float] | None = None) -> frozenset[str]:
+    """Every leaf ``L`` such that ``still_ranks_above(tree, usage, winner, L, extra, ahead,
+    behind)``, in O(depth x siblings): at each level of ``winner``'s path, a sibling subtree
+    is taken whole when the path node, charged ``extra`` (and ``ahead``), still sorts before
+    it (charged ``behind``). ``usage`` is the rolled-up usage; ``leaves_under`` maps each
+    node to the leaves of its subtree. Without ``behind``, charging only raises the path
+    node's sort key, so these leaves also rank below ``winner`` now; ``behind`` can lift a
+    sibling that ranks above ``winner`` now, so callers that need "ranks lower now" too
+    must check it."""
     out: list[str] = []
     path = tree.path(winner)
     for depth in range(1, len(path)):
         mine = path[depth]
         sm = tree.nodes[mine].share_pct
-        um = usage.get(mine, 0.0) + extra
+        um = usage.get(mine, 0.0) + extra + (ahead.get(mine, 0.0) if ahead else 0.0)
         key = (-level_fairshare(sm, um), -sm, um, mine)
         for sib in tree.children(path[depth - 1]):
             if sib == mine:
                 continue
             ss = tree.nodes[sib].share_pct
-            us = usage.get(sib, 0.0)
+            us = usage.get(sib, 0.0) + (behind.get(sib, 0.0) if behind else 0.0)
             if key < (-level_fairshare(ss, us), -ss, us, sib):
                 out.extend(leaves_under[sib])
     return frozenset(out)

@@ -14,6 +14,9 @@ nodes. Rules, in order:
    GPUs left over in the group, then group name. Inside the group nodes with the most slots
    are taken first, and the last part goes to the smallest node that holds it.
 3. All or nothing: either every pod gets a place or the workload gets no placement.
+4. A workload that could not be placed even on the whole cluster empty and healthy (bigger
+   than any node, domain or cluster) is rejected (:func:`never_fits`); with no node of its
+   cluster in view yet it waits instead.
 
 ``Pool`` holds the free GPUs of schedulable nodes (healthy and not cordoned) during one
 decision; it is mutated as the decision admits and preempts work.
@@ -23,7 +26,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from engine.core.types import NodeState, Placement
+from engine.core.explain import shape_text
+from engine.core.types import Contract, NodeState, Placement
 
 GroupKey = tuple[str, str]  # (cluster, domain) -- domain "" when grouping by cluster
 
@@ -100,14 +104,16 @@ class Pool:
             self.groups.setdefault(node.cluster, {}).setdefault(key, []).append(node.name)
         self.cluster_free = {c: sum(self.free[n] for n in ns) for c, ns in self.clusters.items()}
         self.max_node = {c: max(self.nodes[n].gpus for n in ns) for c, ns in self.clusters.items()}
+        self._names: dict[str | None, tuple[str, ...]] = {None: tuple(sorted(self.clusters))}
+        self._names.update((c, (c,)) for c in self.clusters)
 
-    def cluster_names(self, cluster: str | None) -> list[str]:
+    def cluster_names(self, cluster: str | None) -> tuple[str, ...]:
         """Clusters a workload may use: the one it names, or every cluster (name order)."""
-        if cluster is not None:
-            return [cluster] if cluster in self.clusters else []
-        return sorted(self.clusters)
+        return self._names.get(cluster, ())
 
-    def free_in(self, clusters: Iterable[str]) -> int:
+    def free_in(self, clusters: Sequence[str]) -> int:
+        if len(clusters) == 1:
+            return self.cluster_free[clusters[0]]
         return sum(self.cluster_free[c] for c in clusters)
 
     def place(self, gpus_per_pod: int, pods: int, cluster: str | None,
@@ -137,3 +143,22 @@ class Pool:
         if node in self.nodes:
             self.free[node] += gpus
             self.cluster_free[self.nodes[node].cluster] += gpus
+
+
+def never_fits(pool: "Pool", gang_in_one_domain: bool, c: Contract) -> str | None:
+    """Why the workload could not fit even on an empty, healthy cluster (None if it could)."""
+    clusters = [c.cluster] if c.cluster else sorted({n.cluster for n in pool.all_nodes.values()})
+    if not any(s.cluster in clusters for s in pool.all_nodes.values()):
+        return None  # no nodes seen (yet): wait rather than reject on a partial view
+    full = {n: s.gpus for n, s in pool.all_nodes.items()}
+    for cl in clusters:
+        names = [n for n, s in pool.all_nodes.items() if s.cluster == cl]
+        groups: dict[tuple[str, str], list[str]] = {}
+        for n in names:
+            s = pool.all_nodes[n]
+            groups.setdefault((cl, s.domain if gang_in_one_domain else ""), []).append(n)
+        if fit(c.gpus_per_pod, c.pods, full, names, groups) is not None:
+            return None
+    scope = "topology domain" if gang_in_one_domain else "cluster"
+    return (f"needs {shape_text(c)}, more than any node or {scope} holds even when empty; "
+            f"split it or ask for fewer GPUs")

@@ -12,12 +12,24 @@ Who may be a victim of preemptor ``W`` (leaf ``Lw``):
 * allocated work past its min runtime whose leaf ``Lv`` ranks strictly lower than ``Lw``
   (higher rank number), **and** passes the anti-ping-pong rule.
 
-Anti-ping-pong rule: charge ``Lw`` with what ``W`` will certainly cost it, its whole protected
-run ``gpus x min_runtime x billing weight``; ``Lw`` must still be ordered before ``Lv`` in the
-Fair Tree after that charge (:func:`engine.core.fairshare.still_ranks_above`). Otherwise, once
-``W``'s min runtime is over, ``Lv`` would outrank ``Lw`` and take the GPUs straight back, and
-the two would trade the GPUs forever, each paying a restart. With the rule, ``Lv`` can only
-come back after the window has moved or ``Lw`` has used more than its share.
+Anti-ping-pong rule: project usage to the moment ``W``'s min runtime ends (``now + m``) and
+require ``Lw`` to still be ordered before ``Lv`` in the Fair Tree then
+(:func:`engine.core.fairshare.still_ranks_above`). The projection is conservative on both
+sides and counts every move already made in this decision:
+
+* ``Lw``'s side (each node on its path) is charged ``W``'s whole protected run
+  ``gpus x m x billing weight`` plus ``m`` seconds of *all* allocated work running in that
+  subtree after the moves so far (earlier admissions of this decision included): at worst it
+  all keeps running;
+* ``Lv``'s side is charged only what is certain: its protected runs, each until
+  ``min(protected_until, now + m)`` (work past its min runtime may be preempted any time).
+
+Otherwise, once ``W``'s min runtime is over, ``Lv`` would outrank ``Lw`` and take the GPUs
+straight back, and the two would trade the GPUs forever, each paying a restart. Counting the
+leaf's other running work matters: checking ``W`` alone let a leaf win ten preemptions in one
+decision (or one per decision) that together reversed the ranks. With the rule, ``Lv`` can
+only come back after the window has moved, its own certain usage was overestimated (work
+ended early), or ``Lw`` started more work later on idle GPUs.
 
 Cost of a victim = GPU-seconds of progress lost: a non-resumable workload loses its whole
 current run (``gpus x (now - started_at)``); a resumable one checkpoints during the
@@ -28,8 +40,10 @@ allocated work.
 
 Search (greedy, deterministic): victims are ordered unallocated first, then by cost, then
 worst leaf rank, then id. A workload that fits on one node looks at every node big enough
-and takes victims on that node in order until the node has room; a multi-node gang does the
-same per topology group (see :mod:`engine.core.placement`) counting pod slots. Victims that
+and takes victims on that node in order until the node has room; a multi-node gang also
+looks per topology group (see :mod:`engine.core.placement`) counting pod slots, and a
+group wins over the best single node only when strictly cheaper (so a gang never preempts
+allocated work to stay on one node when unallocated work elsewhere would do). Victims that
 turn out unnecessary (overshoot) are dropped again, most expensive first. The cheapest
 (node or group) wins, ties by name.
 """
@@ -38,6 +52,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
+
+from engine.model import BudgetTree
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
@@ -91,10 +107,12 @@ def set_cost(victims: Iterable[Victim]) -> tuple[float, float, int]:
 
 def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
                  by_node: Mapping[str, Sequence[Victim]], ok: frozenset[str],
-                 exclude: frozenset[str] = frozenset()) -> tuple[Placement, list[Victim]] | None:
+                 exclude: frozenset[str] = frozenset(), held: Mapping[str, int] | None = None
+                 ) -> tuple[Placement, list[Victim]] | None:
     """Cheapest set of victims whose GPUs, with the free ones, give the gang a valid placement;
     None when no set does. ``by_node`` lists preemptible running work per node in
-    :attr:`Victim.order`; a victim is eligible when unallocated or its leaf is in ``ok``."""
+    :attr:`Victim.order`; a victim is eligible when unallocated or its leaf is in ``ok``.
+    ``held`` (optional) bounds the GPUs all victims hold per node, to skip hopeless nodes."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement, list[Victim]] | None = None
     bound: tuple[float, float] | None = None
@@ -104,6 +122,8 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
             if n in exclude or pool.nodes[n].gpus < total:
                 continue
             need = total - pool.free[n]
+            if held is not None and held.get(n, 0) < need:
+                continue
             chosen: list[Victim] = []
             got = 0
             alloc = unalloc = 0.0
@@ -127,16 +147,19 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
                 if got - g >= need:
                     chosen.remove(v)
                     got -= g
-            score = (set_cost(chosen), n)
+            score = (set_cost(chosen), 0, n)
             if best is None or score < best[0]:
                 best = (score, Placement(((n, total),)), chosen)
                 bound = score[0][:2]
-    if best is not None or pods == 1:
+    if pods == 1:
         return None if best is None else (best[1], best[2])
-    # 2. a multi-node gang inside one group
+    # 2. a multi-node gang inside one group (taken only if strictly cheaper than one node)
     for c in clusters:
         for key, members in sorted(pool.groups[c].items()):
             names = [n for n in members if n not in exclude]
+            if held is not None and sum((pool.free[n] + held.get(n, 0)) // gpus_per_pod
+                                        for n in names) < pods:
+                continue
             inside = set(names)
             free = {n: pool.free[n] for n in names}
             slots = sum(f // gpus_per_pod for f in free.values())
@@ -164,7 +187,99 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
             placement = fit(gpus_per_pod, pods, free, names, {key: names})
             if placement is None:
                 continue
-            score = (set_cost(chosen), key)
+            score = (set_cost(chosen), 1, key)
             if best is None or score < best[0]:
                 best = (score, placement, chosen)
     return None if best is None else (best[1], best[2])
+
+
+class _Scaled(Mapping[str, float]):
+    """``rate x seconds`` per node, computed on lookup (a read-only view)."""
+
+    def __init__(self, rate: Mapping[str, float], seconds: float):
+        self.rate, self.seconds = rate, seconds
+
+    def __getitem__(self, key: str) -> float:
+        return self.rate[key] * self.seconds
+
+    def get(self, key, default=0.0):  # type: ignore[override]
+        r = self.rate.get(key)
+        return default if r is None else r * self.seconds
+
+    def __iter__(self):
+        return iter(self.rate)
+
+    def __len__(self) -> int:
+        return len(self.rate)
+
+
+class Projection:
+    """Charge rates of running allocated work per tree node (rolled up), for the
+    anti-ping-pong rule: :meth:`ahead` is the worst-case charge of a subtree over ``m``
+    seconds, :meth:`behind` the certain one (protected runs only). Updated as a decision
+    admits and preempts; ``version`` changes on every update (callers key caches on it)."""
+
+    def __init__(self, tree: BudgetTree):
+        self.tree = tree
+        self.paths: dict[str, tuple[str, ...]] = {}
+        self.rate: dict[str, float] = {}
+        self.protected: list[tuple[tuple[str, ...], float, float]] = []  # (path, rate, seconds)
+        self._certain: dict[float, dict[str, float]] = {}
+        self.version = 0
+
+    def _path(self, leaf: str) -> tuple[str, ...]:
+        path = self.paths.get(leaf)
+        if path is None:
+            path = self.paths[leaf] = self.tree.path(leaf)
+        return path
+
+    def add(self, leaf: str, rate: float, protected_s: float) -> None:
+        """``leaf`` runs ``rate`` more (GPU-seconds per second), protected ``protected_s`` more seconds."""
+        path = self._path(leaf)
+        for n in path:
+            self.rate[n] = self.rate.get(n, 0.0) + rate
+        if protected_s > 0:
+            self.protected.append((path, rate, protected_s))
+            for m, certain in self._certain.items():
+                for n in path:
+                    certain[n] = certain.get(n, 0.0) + rate * min(protected_s, m)
+        self.version += 1
+
+    def remove(self, leaf: str, rate: float) -> None:
+        """``leaf`` stops running ``rate`` of unprotected work (a victim)."""
+        for n in self._path(leaf):
+            self.rate[n] -= rate
+        self.version += 1
+
+    def ahead(self, m: float) -> Mapping[str, float]:
+        return _Scaled(self.rate, m)
+
+    def behind(self, m: float) -> Mapping[str, float]:
+        certain = self._certain.get(m)
+        if certain is None:
+            certain = self._certain[m] = {}
+            for path, rate, seconds in self.protected:
+                for n in path:
+                    certain[n] = certain.get(n, 0.0) + rate * min(seconds, m)
+        return certain
+
+
+class RankSums:
+    """Fenwick tree over leaf ranks 1..n: GPUs of victims ranked strictly below a rank."""
+
+    def __init__(self, n: int):
+        self.n, self.tree, self.total = n, [0] * (n + 1), 0
+
+    def add(self, rank: int, gpus: int) -> None:
+        self.total += gpus
+        while rank <= self.n:
+            self.tree[rank] += gpus
+            rank += rank & -rank
+
+    def above(self, rank: int) -> int:
+        """Sum over ranks > ``rank``."""
+        upto, i = 0, rank
+        while i > 0:
+            upto += self.tree[i]
+            i -= i & -i
+        return self.total - upto

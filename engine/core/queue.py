@@ -15,27 +15,21 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Mapping
+from operator import itemgetter
+from typing import Iterable, Mapping, NamedTuple
 
 from engine.core.types import LeafRank, Workload
 
 
-@dataclass(frozen=True)
-class Entry:
-    """A queued workload with what ordering needs: its charged leaf (None = unallocated)."""
+class Entry(NamedTuple):
+    """A queued workload with what ordering needs: its charged leaf (None = unallocated) and
+    its sort ``key`` (an immutable tuple: cheap to build for thousands of workloads)."""
 
     workload: Workload
     leaf: str | None
     rank: LeafRank | None
-    note: str = ""
-
-    @property
-    def key(self) -> tuple:
-        w = self.workload
-        if self.rank is None:
-            return (1, 0, 0, w.submitted_at, w.id)
-        return (0, self.rank.rank, -w.contract.priority, w.submitted_at, w.id)
+    note: str
+    key: tuple
 
 
 def charged_leaf(workload: Workload, ranks: Mapping[str, LeafRank]) -> tuple[str | None, str]:
@@ -55,15 +49,20 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank]
     entries: list[Entry] = []
     rejects: list[tuple[Workload, str]] = []
     for w in pending:
+        c = w.contract
         if w.invalid:
             rejects.append((w, w.invalid))
             continue
-        if w.contract.gpus_per_pod < 1 or w.contract.pods < 1:
-            rejects.append((w, f"asks for {w.contract.pods} pods x {w.contract.gpus_per_pod} GPUs; "
+        if c.gpus_per_pod < 1 or c.pods < 1:
+            rejects.append((w, f"asks for {c.pods} pods x {c.gpus_per_pod} GPUs; "
                                f"both must be at least 1"))
             continue
-        leaf, note = charged_leaf(w, ranks)
-        entries.append(Entry(w, leaf, ranks[leaf] if leaf is not None else None, note))
-    entries.sort(key=lambda e: e.key)
+        if c.min_runtime_s > 0 and c.budget is not None and c.budget in ranks:  # allocated
+            lr = ranks[c.budget]
+            entries.append(Entry(w, c.budget, lr, "", (0, lr.rank, -c.priority, w.submitted_at, w.id)))
+        else:
+            leaf, note = charged_leaf(w, ranks)
+            entries.append(Entry(w, None, None, note, (1, 0, 0, w.submitted_at, w.id)))
+    entries.sort(key=itemgetter(4))
     rejects.sort(key=lambda r: r[0].id)
     return entries, rejects

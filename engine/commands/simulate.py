@@ -59,8 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"clusters to simulate: name or name:nodes, comma-separated "
                         f"[{DEFAULT['cluster']} for bundled traces; the config's otherwise]")
     p.add_argument("--tasks", type=int, default=20000, help="tasks of a synthetic trace [%(default)s]")
-    p.add_argument("--cadence", choices=["interval", "event"], default="interval",
-                   help="scheduling passes on the policy interval grid, or at every event [%(default)s]")
+    p.add_argument("--cadence", choices=["watch", "interval", "event"], default="watch",
+                   help="when passes run: watch = as the reconciler (at every submission, completion "
+                        "and node change, plus a resync one interval after the last pass while work "
+                        "waits); interval = only on the policy's interval grid; event = watch plus "
+                        "every min-runtime expiry [%(default)s]")
     p.add_argument("--out", default="allot-report", help="report directory [%(default)s]")
     p.add_argument("--no-pictures", action="store_true", help="skip the PNGs")
     p.add_argument("--seed", type=int, default=0, help="seed for contracts and synthetic traces [%(default)s]")

@@ -13,9 +13,10 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       placed does not block smaller ones behind it;
    b. else, if it is allocated, preempt the cheapest valid victim set (lower-ranked or
       unallocated, never protected, anti-ping-pong rule projected over all moves of this
-      decision). A failed search is not repeated for a later workload of the same shape
+      decision; a debug workload may take unprotected work of any leaf, see
+      :mod:`engine.core.queue` and :mod:`engine.core.preemption`). A failed search is not repeated for a later workload of the same shape
       with the same set of preemptible leaves (free GPUs and victims only shrink);
-   c. else the first such allocated workload that has a finite earliest start gets a
+   c. else the first such allocated non-debug workload that has a finite earliest start gets a
       reservation (:mod:`engine.core.reservation`); a workload with no finite start does not
       use up the reservation, the next one tries (failures memoised like b). From then on the
       reserved nodes only take work that will be preemptible by then.
@@ -25,7 +26,8 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
    ``ranks`` holds every leaf's :class:`LeafRank`.
 
 Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
-preemptible skips all searches; "does not fit" is memoised per shape; a victim search is
+preemptible skips all searches; "does not fit" is memoised per shape; "can never fit" per node layout and shape, across
+decisions (:class:`~engine.core.placement.ShapeVerdicts`); a victim search is
 skipped when free GPUs plus every victim ranked below could not make room (a Fenwick tree
 over ranks), when the same shape already failed with the same preemptible leaves, or when it
 failed for a workload ranking no lower with no victim excluded by the anti-ping-pong rule;
@@ -41,9 +43,9 @@ from engine.core.explain import StatusMap, leaf_text, placement_text, shape_text
 from engine.core.fairshare import (outranked_after_charge, rank_leaves, still_ranks_above,
                                     subtree_leaves)
 from engine.core.ledger import rollup_usage
-from engine.core.placement import Pool, never_fits
+from engine.core.placement import Pool, ShapeVerdicts
 from engine.core.preemption import Projection, RankSums, Victim, find_victims, make_victim
-from engine.core.queue import Entry, build_queue, charged_leaf
+from engine.core.queue import Entry, build_queue, charged_leaf, is_debug
 from engine.core.reservation import Reservation, earliest_start
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
@@ -59,6 +61,7 @@ class _Pass:
         self.tree, self.policy = config.tree, config.policy
         self.ranks = rank_leaves(self.tree, snapshot.usage)
         self.n = len(self.ranks)
+        self.all_leaves = frozenset(self.ranks)  # what a debug workload may preempt
         self.used_tree = rollup_usage(self.tree, snapshot.usage)
         self.weights = {c.name: self.policy.billing_weight(c.gpu_type) for c in self.policy.clusters}
         self.node_actions, self.evictions, self.draining = drain(
@@ -82,7 +85,9 @@ class _Pass:
             if leaf is not None:
                 self.proj.add(leaf, self.rate_of(r.placement.assignments), r.protected_until - now)
             if now >= r.protected_until:
-                victims.append(make_victim(r, leaf, rank, now, self.policy.preemption_grace_s))
+                victims.append(make_victim(r, leaf, rank, now, self.policy.preemption_grace_s,
+                                           leaf is not None and is_debug(r.workload.contract,
+                                                                         self.policy.debug)))
         self.victims = sorted(victims, key=lambda v: v.order)
         self.by_node: dict[str, list[Victim]] = {}  # alive victims per node, in victim order
         self.vgpus: dict[str, int] = {}  # GPUs alive victims hold per node
@@ -181,6 +186,9 @@ class _Pass:
                 self.proj.remove(v.leaf, self.rate_of(v.on))
             lr = self.ranks.get(v.leaf) if v.leaf else None
             why = ("unallocated work is preempted first" if v.leaf is None else
+                   f"{w.id} is a debug workload, which may preempt work of any budget past its "
+                   f"min runtime, and this one's ended {when(v.running.protected_until, self.now)} "
+                   f"({leaf_text(lr, self.n)})" if e.debug else
                    f"{leaf_text(lr, self.n)} ranks below {e.leaf} (rank {e.rank.rank}) and "
                    f"its min runtime ended {when(v.running.protected_until, self.now)}")
             reason = (f"preempted for {w.id} ({leaf_text(e.rank, self.n)}): {why}; "
@@ -235,38 +243,42 @@ class _Pass:
             if e.leaf is None:
                 outcome[w.id] = ("wait", "unallocated work only runs on idle GPUs and never preempts", free)
                 continue
-            rank, charge, ok = e.rank.rank, self.charge_of(e), None
+            # a debug workload outranks all running work for preemption (rank 0, every leaf)
+            rank, charge, ok = (0 if e.debug else e.rank.rank), self.charge_of(e), None
             why: object = "no free GPU and nothing preemptible"
             if not quick:
                 why = ("search", (), charge, 0.0)
-                if maxfail.get(shape, rank + 1) <= rank:
+                if not e.debug and maxfail.get(shape, rank + 1) <= rank:
                     pass
                 elif free + self.below.above(rank) < c.gpus:  # not even with every victim allowed
                     maxfail[shape] = rank
                 else:
-                    ok = self.ok_leaves(e.leaf, rank, charge)
-                    blocked = novictims.get((shape, ok))
+                    # a debug workload may take any leaf's work, but debug work only by the
+                    # ordinary rule (``dok``: the leaves that rule allows)
+                    dok = self.ok_leaves(e.leaf, e.rank.rank, charge) if e.debug else None
+                    ok = self.all_leaves if e.debug else self.ok_leaves(e.leaf, rank, charge)
+                    blocked = novictims.get((shape, ok, dok))
                     if blocked is None:
                         upper = self.preemptible_upper(ok)
                         found = None
                         if free + upper >= c.gpus:
                             found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
-                                                 self.by_node, ok, exclude, self.vgpus)
+                                                 self.by_node, ok, exclude, self.vgpus, dok)
                         if found is not None:
                             self.admit(e, found[0], found[1])
                             outcome[w.id] = ("admitted", "", free)
                             nofit.clear()  # preemption may leave GPUs free that others can use
                             continue
-                        blocked = novictims[(shape, ok)] = tuple(sorted(
+                        blocked = novictims[(shape, ok, dok)] = tuple(sorted(
                             x for x, r in self.ranks.items()
                             if r.rank > rank and x not in ok and self.gpus_by_leaf.get(x, 0) > 0))
-                        if not blocked:  # anti-ping-pong excluded no victim: rank-wide failure
+                        if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                             maxfail[shape] = rank
                     why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
             if exclude:
                 outcome[w.id] = ("reserved-out", "", free)
                 continue
-            if self.reservation is None:
+            if self.reservation is None and not e.debug:
                 if free + self.held_gpus >= c.gpus:
                     ok = ok if ok is not None else self.ok_leaves(e.leaf, rank, charge)
                     if (shape, ok) not in noreserve:
@@ -285,7 +297,7 @@ class _Pass:
         """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
         past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
         what the leaf's running work adds over the workload's min runtime (GPU-s)."""
-        rank = e.rank.rank
+        rank = 0 if e.debug else e.rank.rank
         blocked = tuple(x for x in blocked if self.ranks[x].rank > rank)
         if blocked:
             extra, m = charge
@@ -296,9 +308,11 @@ class _Pass:
                     f"for it plus {running / 3600:.1f} GPU-h for its running work, and would no "
                     f"longer rank above them")
         if self.below.above(rank):
-            return ("preempting all lower-ranked or unallocated work past its min runtime would not "
-                    "make room")
-        return "no lower-ranked work past its min runtime to preempt"
+            return ("preempting all unallocated work and all work past its min runtime would not make "
+                    "room" if e.debug else "preempting all lower-ranked or unallocated work past its "
+                    "min runtime would not make room")
+        return ("no work past its min runtime to preempt" if e.debug else
+                "no lower-ranked work past its min runtime to preempt")
 
     def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],
                 ok: frozenset[str]) -> None:
@@ -314,17 +328,20 @@ class _Pass:
                                            max(self.now, found[0]), found[1])
 
 
+_VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions
+
+
 def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     """The scheduling decision for ``snapshot`` at time ``now`` (pure, deterministic)."""
     p = _Pass(snapshot, config, now)
-    entries, rejects = build_queue(snapshot.pending, p.ranks)
+    entries, rejects = build_queue(snapshot.pending, p.ranks, p.policy.debug)
     memo: dict[tuple, str | None] = {}
     kept: list[Entry] = []
     for e in entries:
         c = e.workload.contract
         key = (c.gpus_per_pod, c.pods, c.cluster)
         if key not in memo:
-            memo[key] = never_fits(p.pool, p.policy.gang_in_one_domain, c)
+            memo[key] = _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain, c)
         if memo[key] is None:
             kept.append(e)
         else:

@@ -162,3 +162,43 @@ def never_fits(pool: "Pool", gang_in_one_domain: bool, c: Contract) -> str | Non
     scope = "topology domain" if gang_in_one_domain else "cluster"
     return (f"needs {shape_text(c)}, more than any node or {scope} holds even when empty; "
             f"split it or ask for fewer GPUs")
+
+
+class ShapeVerdicts:
+    """:func:`never_fits` remembered per node *layout* (every node's name, cluster, GPUs and
+    domain, health aside) and shape, across decisions: the verdict depends on nothing else, and
+    a cluster's layout changes rarely, so a decision re-fits only shapes it has not seen on this
+    layout. Layouts are interned (the last ``nodes`` tuple is recognised by identity, so a
+    shell that reuses its tuple pays nothing per decision). Bounded: cleared past ``limit``
+    entries. A cache of a pure function: decisions do not depend on it."""
+
+    def __init__(self, limit: int = 4096):
+        self.limit = limit
+        self._last: tuple | None = None
+        self._last_id = -1
+        self._ids: dict[tuple, int] = {}
+        self._verdicts: dict[tuple, str | None] = {}
+
+    def layout(self, nodes: tuple[NodeState, ...]) -> int:
+        if nodes is self._last:
+            return self._last_id
+        key = tuple(sorted((n.name, n.cluster, n.gpus, n.domain) for n in nodes))
+        lid = self._ids.get(key)
+        if lid is None:
+            if len(self._ids) >= self.limit:
+                self._ids.clear()
+                self._verdicts.clear()
+            lid = self._ids[key] = len(self._ids)
+        self._last, self._last_id = nodes, lid
+        return lid
+
+    def verdict(self, nodes: tuple[NodeState, ...], pool: "Pool", gang_in_one_domain: bool,
+                c: Contract) -> str | None:
+        key = (self.layout(nodes), gang_in_one_domain, c.gpus_per_pod, c.pods, c.cluster)
+        try:
+            return self._verdicts[key]
+        except KeyError:
+            if len(self._verdicts) >= self.limit:
+                self._verdicts.clear()
+            v = self._verdicts[key] = never_fits(pool, gang_in_one_domain, c)
+            return v

@@ -12,6 +12,18 @@ Who may be a victim of preemptor ``W`` (leaf ``Lw``):
 * allocated work past its min runtime whose leaf ``Lv`` ranks strictly lower than ``Lw``
   (higher rank number), **and** passes the anti-ping-pong rule.
 
+Debug preemptors (``engine.core.queue`` rule 2: at most ``policy.debug.max_gpus`` GPUs, min
+runtime at most ``policy.debug.max_min_runtime_s``) may also take allocated work past its min
+runtime of ANY leaf, whatever the ranks, without the anti-ping-pong projection: a debug job
+is protected 15 min at most and charged to its own budget, so it cannot keep the GPUs from a
+higher-ranked leaf for long. One exception keeps debug jobs from trading GPUs among
+themselves every 15 min: a running *debug* workload is taken by a debug preemptor only under
+the ordinary rule (lower-ranked leaf, anti-ping-pong). Gaming does not pay: a long job
+labelled debug is ordinary work of its leaf once its 15 min are over (any higher-ranked
+workload preempts it), it cannot displace other debug work, each restart costs it its
+checkpoint loss and restart overhead (a non-resumable one starts over), and all of its run
+time is charged, lowering its leaf's rank.
+
 Anti-ping-pong rule: project usage to the moment ``W``'s min runtime ends (``now + m``) and
 require ``Lw`` to still be ordered before ``Lv`` in the Fair Tree then
 (:func:`engine.core.fairshare.still_ranks_above`). The projection is conservative on both
@@ -70,6 +82,7 @@ class Victim:
     cost: float  # GPU-seconds of progress lost if preempted now
     gpus: int = 0  # GPUs it holds (set by ``make_victim``)
     per_node: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
+    debug: bool = False  # a debug workload (only the ordinary rule lets a debug preemptor take it)
 
     @property
     def order(self) -> tuple:
@@ -80,9 +93,10 @@ class Victim:
         return self.running.placement.assignments
 
 
-def make_victim(running: Running, leaf: str | None, rank: int, now: float, grace_s: float) -> Victim:
+def make_victim(running: Running, leaf: str | None, rank: int, now: float, grace_s: float,
+                debug: bool = False) -> Victim:
     return Victim(running.workload.id, running, leaf, rank, progress_lost(running, now, grace_s),
-                  running.placement.gpus, dict(running.placement.assignments))
+                  running.placement.gpus, dict(running.placement.assignments), debug=debug)
 
 
 def progress_lost(running: Running, now: float, grace_s: float) -> float:
@@ -107,12 +121,18 @@ def set_cost(victims: Iterable[Victim]) -> tuple[float, float, int]:
 
 def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
                  by_node: Mapping[str, Sequence[Victim]], ok: frozenset[str],
-                 exclude: frozenset[str] = frozenset(), held: Mapping[str, int] | None = None
-                 ) -> tuple[Placement, list[Victim]] | None:
+                 exclude: frozenset[str] = frozenset(), held: Mapping[str, int] | None = None,
+                 debug_ok: frozenset[str] | None = None) -> tuple[Placement, list[Victim]] | None:
     """Cheapest set of victims whose GPUs, with the free ones, give the gang a valid placement;
     None when no set does. ``by_node`` lists preemptible running work per node in
     :attr:`Victim.order`; a victim is eligible when unallocated or its leaf is in ``ok``.
-    ``held`` (optional) bounds the GPUs all victims hold per node, to skip hopeless nodes."""
+    ``held`` (optional) bounds the GPUs all victims hold per node, to skip hopeless nodes.
+    ``debug_ok`` (a debug preemptor): a debug victim is eligible only if its leaf is in it."""
+    if debug_ok is not None:
+        ok = frozenset(ok)
+        base = by_node
+        by_node = {n: [v for v in vs if not v.debug or v.leaf is None or v.leaf in debug_ok]
+                   for n, vs in base.items()}
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement, list[Victim]] | None = None
     bound: tuple[float, float] | None = None

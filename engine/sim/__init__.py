@@ -1,4 +1,4 @@
-"""The simulator: replay a trace of workloads through a scheduler, minute by simulated minute.
+"""The simulator: replay a trace of workloads through a scheduler, event by event.
 
 A shell around the pure decision core, like the reconciler: it builds a
 :class:`~engine.core.types.Snapshot` at every schedulable moment, calls a scheduler function
@@ -45,7 +45,8 @@ Running (``engine.sim.engine``, ``engine.sim.experiment``)::
              horizon=None, options=SimOptions(), progress=None) -> SimResult
         # trace must be prepared (every task has min_runtime and resumable set).
         # progress: callable(sim_now, horizon) or None.
-    SimOptions(checkpoint_loss_s=300, restart_overhead_s=120, cadence="interval"|"event")
+    SimOptions(checkpoint_loss_s=300, restart_overhead_s=120, cadence="watch"|"interval"|"event")
+        # watch (default): passes as the reconciler runs them (engine.sim.engine docstring)
     run_experiment(config, trace, schedulers=("budget", "legacy"), seed=0, ...) -> Experiment
         # Experiment.results: dict[name, SimResult]; .summary() -> dict (stable keys)
     write_report(experiment, outdir, pictures=True) -> list[Path]
@@ -68,6 +69,8 @@ Results (``engine.sim.result``, ``engine.sim.metrics``)::
         .metrics() -> Metrics             # cached
         .summary() -> dict                # stable keys, see engine.sim.metrics.SUMMARY_KEYS
         .decide_s: seconds inside the scheduler, .sim_events: events processed
+        .idle: GPU-seconds per bucket of engine.sim.idle.BUCKETS (busy, no_work,
+               fragmentation, lag, reserved, unhealthy), summing to capacity x horizon
     Metrics (.summary dict, .hours, .capacity_h, .delivered_h/.entitled_h/.demand_h per team
         as hourly numpy arrays of GPU-hours, .waits_by_class): waits (overall / per class / per team: p50, p90, p99, n, censored),
         preemptions, gpu_hours_lost, occupancy, unallocated_share, per team entitled vs delivered

@@ -1,12 +1,23 @@
 """The discrete-event loop: jump between schedulable moments, decide, apply, charge.
 
-Moments are submissions, completions, min-runtime expiries, node failures and repairs, and a
-re-evaluation tick ``policy.scheduling_interval_s`` after the last decision (ranks move as
-usage accrues). All events at one instant are applied first, then the scheduler is called
-*once* for that instant, and only if something could change: a submission or failure
-always; a completion, expiry or repair only while work is pending (or an unhealthy node still
-holds work); the tick only then too. Between moments nothing is evaluated, so a quiet week
-costs nothing.
+Moments are submissions, completions, node failures and repairs (and, for some cadences,
+min-runtime expiries). All events at one instant are applied first, then the scheduler runs
+for that instant if one of them could change its decision: a submission or failure always; a
+completion or repair only while work is pending (or an unhealthy node still holds work).
+When a pass runs is the *cadence* (:class:`SimOptions`):
+
+* ``watch`` (default) mirrors the reconciler (``engine.k8s.loop``): a watch event (a Job
+  created or finished, a node condition changed) wakes it at once, so a pass runs at the
+  instant of every such event, same-instant events coalesced into one pass; a pass that
+  preempted work is followed by another at once (the reconciler's own suspensions wake it,
+  and a requeued workload is only pending in the next snapshot); and a resync pass runs
+  ``policy.scheduling_interval_s`` after the last pass while work is pending or a node drains
+  (ranks move as usage accrues; a min-runtime expiry is no watch event, so it is seen there).
+* ``interval``: passes only on the ``scheduling_interval_s`` grid, when something happened
+  since the last one (a reconciler without watches): measures what the grid costs.
+* ``event``: ``watch`` plus a pass at every min-runtime expiry while work is pending.
+
+Between moments nothing is evaluated, so a quiet week costs nothing.
 
 Applying a decision is what the reconciler does: preemptions first (GPUs freed; a resumable
 task keeps its progress less ``checkpoint_loss_s``, a non-resumable one starts over), then
@@ -16,10 +27,16 @@ run pays ``restart_overhead_s`` before making progress again. An unhealthy node 
 empty is repaired ``repair_s`` later.
 
 Charging: the ledger is charged per leaf with the billing-weighted GPUs of its *allocated*
-running work, piecewise constant between moments (flushed before every change), so
-``usage(now)`` is exact. Unallocated work is never charged.
+running work. A leaf's rate is piecewise constant; the ledger gets one charge per leaf and
+constant-rate stretch (when the leaf's rate changes), and the open stretch is added to
+``Ledger.usage(now)`` when a pass reads it, so usage is exact and a pass costs O(leaves), not
+O(running). Unallocated work is never charged.
 
-Pending work is presented to the scheduler oldest first (by submission time, then id).
+Incremental state: the snapshot's node, running and pending tuples are rebuilt only when they
+changed, and only those; pending work is presented oldest first (by submission time, then
+id), re-sorted only after a requeue; draining is tracked per unhealthy node. Idle GPU-time by
+cause is metered as the loop goes (:mod:`engine.sim.idle`).
+
 Determinism: the heap orders equal times by kind then by a sequence number; nothing depends on
 hashing or wall time except the reported ``wall_s``.
 """
@@ -36,6 +53,7 @@ from engine.core.ledger import Ledger
 from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState, Placement,
                                Preempt, Reject, Running, Snapshot, Workload)
 from engine.model import Config
+from engine.sim.idle import IdleMeter
 from engine.sim.prepare import horizon_of
 from engine.sim.result import Event, Segment, SimResult, TaskRecord
 from engine.sim.schedulers import Scheduler, get_scheduler
@@ -44,6 +62,8 @@ from engine.sim.trace import Task, Trace
 # event kinds, in the order they apply at one instant
 COMPLETE, FAIL, REPAIR, SUBMIT, EXPIRE, PASS = range(6)
 ProgressFn = Callable[[float, float], None]
+CADENCES = ("watch", "interval", "event")
+MAX_FOLLOWUPS = 8  # follow-up passes at one instant (a preemption chain always ends sooner)
 
 
 class SimulationError(RuntimeError):
@@ -52,14 +72,17 @@ class SimulationError(RuntimeError):
 
 @dataclass(frozen=True)
 class SimOptions:
-    """``cadence``: ``interval`` runs scheduling passes on the policy's interval grid (what the
-    reconciler does: one pass every ``scheduling_interval_s`` when something happened since the
-    last one), ``event`` runs a pass at the very instant of every event (slower, and waits
-    shorter by up to one interval)."""
+    """``cadence``: when scheduling passes run (module docstring): ``watch`` (what the
+    reconciler does), ``interval`` (the policy's interval grid only) or ``event`` (``watch``
+    plus every min-runtime expiry)."""
 
     checkpoint_loss_s: float = 300.0
     restart_overhead_s: float = 120.0
-    cadence: str = "interval"
+    cadence: str = "watch"
+
+    def __post_init__(self) -> None:
+        if self.cadence not in CADENCES:
+            raise ValueError(f"cadence must be one of {', '.join(CADENCES)}, got {self.cadence!r}")
 
 
 class _T:
@@ -124,11 +147,16 @@ class _Sim:
         self.interval = pol.scheduling_interval_s
         self.nodes: dict[str, NodeState] = {n.name: n for n in build_nodes(config)}
         self.free: dict[str, list[int]] = {n: list(range(s.gpus)) for n, s in self.nodes.items()}
+        self.down: set[str] = set()  # unhealthy nodes
+        group = {n: (f"{s.cluster}/{s.domain}" if pol.gang_in_one_domain else s.cluster)
+                 for n, s in self.nodes.items()}
+        self.meter = IdleMeter({n: s.cluster for n, s in self.nodes.items()}, group,
+                               {n: s.gpus for n, s in self.nodes.items()})
         self.weight = {c.name: pol.billing_weight(c.gpu_type) for c in pol.clusters}
         self.ledger = Ledger(config.tree.leaves(), pol.lookback_s)
-        self.rate: dict[str, float] = {}
+        self.rate: dict[str, float] = {}  # leaf -> billing-weighted GPUs charged per second
+        self.rate_since: dict[str, float] = {}  # leaf -> start of its current constant stretch
         self.charged: dict[str, float] = {leaf: 0.0 for leaf in config.tree.leaves()}
-        self.flushed = 0.0
         self.heap: list[tuple[float, int, int, str, int]] = []
         self.nseq = 0
         self.tasks: dict[str, _T] = {}
@@ -144,6 +172,10 @@ class _Sim:
         self.repair_s: dict[str, float] = {}
         self.marked: set[str] = set()
         self.passes: set[float] = set()
+        self.resync_token = 0
+        self.last_pass = -math.inf
+        self.at_instant = 0  # passes run at the current instant
+        self.dirty = False  # something changed since the last pass
         self.decide_calls = 0
         self.decide_s = 0.0
         self.nevents = 0
@@ -168,21 +200,34 @@ class _Sim:
                 self.repair_s[f.node] = f.repair_s
         by_id = {t.id: t for t in self.trace.tasks}
         heap = self.heap
+        meter = self.meter
         report_every = 2000
         while heap and heap[0][0] < self.horizon:
             now = heap[0][0]
+            meter.advance(now)
+            passed = False
+            self.at_instant = 0
             while heap and heap[0][0] == now:
                 _, kind, _, key, seq = heapq.heappop(heap)
                 self.nevents += 1
                 if kind == PASS:
                     self.passes.discard(now)
+                    if key == "resync" and seq != self.resync_token:
+                        continue  # a later pass superseded this resync
+                    if self.last_pass == now and not self.dirty:
+                        continue  # nothing changed since this instant's pass
                     self.decide(now)
+                    passed = True
                 elif self.handle(now, kind, key, seq, by_id):
+                    self.dirty = True
                     self.request_pass(now)
+            meter.classify(after_pass=passed)
             if self.progress and self.nevents >= report_every:
                 report_every = self.nevents + 2000
                 self.progress(now, self.horizon)
-        self.flush(self.horizon)
+        meter.advance(self.horizon)
+        for leaf in list(self.rate):
+            self.set_rate(leaf, self.horizon, 0.0)
         for st in self.tasks.values():
             if st.state == "running":
                 self.close(st, self.horizon, preempted=False)
@@ -200,6 +245,7 @@ class _Sim:
             rate = 0.0
             self.tasks[key] = _T(task, wl, rate)
             self.pending[key] = wl
+            self.meter.add_pending(_shape(wl))
             self.cache_pending = None
             self.log(now, "submit", key)
             return True
@@ -207,7 +253,6 @@ class _Sim:
             st = self.tasks[key]
             if st.state != "running" or st.seq != seq:
                 return False
-            self.flush(now)
             self.close(st, now, preempted=False)
             st.state, st.end, st.remaining = "done", now, 0.0
             self.log(now, "complete", key)
@@ -223,6 +268,8 @@ class _Sim:
                 self.nodes[key] = NodeState(node.name, node.cluster, node.gpus, node.domain,
                                             healthy=False, cordoned=node.cordoned)
                 self.cache_nodes = None
+                self.down.add(key)
+                self.meter.set_health(key, False, 0)
                 self.fail_log.setdefault(key, []).append([now, None, None])
                 self.log(now, "fail", key)
                 self.maybe_repair(key, now)
@@ -231,6 +278,8 @@ class _Sim:
             node = self.nodes[key]
             self.nodes[key] = NodeState(node.name, node.cluster, node.gpus, node.domain)
             self.cache_nodes = None
+            self.down.discard(key)
+            self.meter.set_health(key, True, len(self.free[key]))
             self.fail_log[key][-1][2] = now
             self.marked.discard(key)
             self.log(now, "repair", key)
@@ -238,7 +287,8 @@ class _Sim:
         raise AssertionError(kind)
 
     def draining(self) -> bool:
-        return any(not n.healthy and len(self.free[name]) < n.gpus for name, n in self.nodes.items())
+        """Does an unhealthy node still hold work?"""
+        return any(len(self.free[name]) < self.nodes[name].gpus for name in self.down)
 
     def maybe_repair(self, name: str, now: float) -> None:
         node = self.nodes[name]
@@ -248,14 +298,25 @@ class _Sim:
 
     # ------------------------------------------------------------------ charging
 
-    def flush(self, now: float) -> None:
-        if now > self.flushed:
-            dt = now - self.flushed
-            for leaf, r in self.rate.items():
-                if r > 0:
-                    self.ledger.charge(leaf, self.flushed, now, r)
-                    self.charged[leaf] += r * dt
-            self.flushed = now
+    def set_rate(self, leaf: str, now: float, delta: float) -> None:
+        """Change ``leaf``'s charge rate by ``delta`` at ``now``, charging the stretch that ends."""
+        r = self.rate.get(leaf, 0.0)
+        since = self.rate_since.get(leaf, now)
+        if r > 0 and now > since:
+            self.ledger.charge(leaf, since, now, r)
+            self.charged[leaf] += r * (now - since)
+        r += delta
+        self.rate[leaf] = r if r >= 1e-9 else 0.0
+        self.rate_since[leaf] = now
+
+    def usage(self, now: float) -> dict[str, float]:
+        """``Ledger.usage(now)`` plus every leaf's open constant-rate stretch (exact)."""
+        out = self.ledger.usage(now)
+        lookback = self.ledger.lookback_s
+        for leaf, r in self.rate.items():
+            if r > 0:
+                out[leaf] = out.get(leaf, 0.0) + r * min(now - self.rate_since[leaf], lookback)
+        return out
 
     # ------------------------------------------------------------------ deciding
 
@@ -270,20 +331,23 @@ class _Sim:
                 self.pending = dict(items)
                 self.pending_sorted = True
             self.cache_pending = tuple(self.pending.values())
-        return Snapshot(self.cache_nodes, self.cache_running, self.cache_pending,
-                        self.ledger.usage(now))
+        return Snapshot(self.cache_nodes, self.cache_running, self.cache_pending, self.usage(now))
 
     def decide(self, now: float) -> None:
-        self.flush(now)
+        self.last_pass = now
+        self.dirty = False
+        self.at_instant += 1
         snap = self.snapshot(now)
         t0 = _time.perf_counter()
         decision = self.sched.decide(snap, self.config, now)
         self.decide_s += _time.perf_counter() - t0
         self.decide_calls += 1
         actions = decision.actions
+        requeued = False
         for a in actions:
             if isinstance(a, Preempt):
                 self.preempt(a, now)
+                requeued = requeued or a.requeue
         for a in actions:
             if isinstance(a, Admit):
                 self.admit(a, now)
@@ -294,6 +358,7 @@ class _Sim:
                 st.state, st.end = "rejected", now
                 st.queued += now - st.queued_since
                 del self.pending[a.workload_id]
+                self.meter.add_pending(_shape(st.wl), -1)
                 self.cache_pending = None
                 self.log(now, "reject", a.workload_id, a.reason)
             elif isinstance(a, Cordon):
@@ -307,12 +372,20 @@ class _Sim:
                 if a.node not in self.marked:
                     self.marked.add(a.node)
                     self.log(now, "drained", a.node, a.reason)
+        watch = self.opt.cadence != "interval"
+        if requeued and watch and self.at_instant < MAX_FOLLOWUPS:
+            self.dirty = True  # the requeued work is pending in the next snapshot: pass again
+            self.request_pass(now)
         if (self.pending and self.sched.reevaluate) or self.draining():
-            self.request_pass(now + self.interval)
+            if watch:
+                self.resync_token += 1
+                self.push(now + self.interval, PASS, "resync", self.resync_token)
+            else:
+                self.request_pass(now + self.interval)
 
     def request_pass(self, t: float) -> None:
-        """Schedule a scheduling pass at ``t`` (event cadence) or the next grid point."""
-        if self.opt.cadence != "event" and self.interval > 0:
+        """Schedule a scheduling pass at ``t`` (watch and event cadences) or the next grid point."""
+        if self.opt.cadence == "interval" and self.interval > 0:
             k = math.ceil(t / self.interval - 1e-9)
             t = max(t, k * self.interval)
         if t not in self.passes:
@@ -339,6 +412,7 @@ class _Sim:
         if a.requeue:
             st.state, st.queued_since = "pending", now
             self.pending[task.id] = st.wl
+            self.meter.add_pending(_shape(st.wl))
             self.pending_sorted = False
             self.cache_pending = None
         else:
@@ -351,11 +425,9 @@ class _Sim:
             free = self.free[node]
             free.extend(idx)
             free.sort()
+            self.meter.set_free(node, len(free))
         if st.rate:
-            leaf = st.task.leaf
-            self.rate[leaf] -= st.rate
-            if self.rate[leaf] < 1e-9:
-                self.rate[leaf] = 0.0
+            self.set_rate(st.task.leaf, now, -st.rate)
         self.segments.append(Segment(st.task.id, st.task.leaf, st.start, now, st.placed,
                                      st.protected, st.wl.contract.allocated, preempted))
         del self.running[st.task.id]
@@ -384,8 +456,10 @@ class _Sim:
                                       f"{'unknown' if ns is None else 'unhealthy' if not ns.healthy else 'cordoned' if ns.cordoned else f'has {len(free)} free'}")
             placed.append((node, tuple(free[:n])))
             del free[:n]
+            self.meter.set_free(node, len(free))
             weight += n * self.weight[ns.cluster]
         del self.pending[task.id]
+        self.meter.add_pending(_shape(st.wl), -1)
         self.cache_pending = None
         st.queued += now - st.queued_since
         st.runs += 1
@@ -396,11 +470,11 @@ class _Sim:
         st.need = st.remaining + overhead
         st.protected = self.sched.protect(st.wl, a, now)
         self.push(now + st.need, COMPLETE, task.id, st.seq)
-        if now < st.protected < now + st.need:
+        if now < st.protected < now + st.need and self.opt.cadence != "watch":
             self.push(st.protected, EXPIRE, task.id, st.seq)
         st.rate = weight if st.wl.contract.allocated else 0.0
         if st.rate:
-            self.rate[task.leaf] = self.rate.get(task.leaf, 0.0) + st.rate
+            self.set_rate(task.leaf, now, st.rate)
         self.running[task.id] = Running(st.wl, a.placement, now, st.protected)
         self.cache_running = None
         self.log(now, "start", task.id, a.reason)
@@ -419,4 +493,9 @@ class _Sim:
         self.segments.sort(key=lambda s: (s.start, s.task, s.end))
         return SimResult(self.sched.name, self.config, self.trace, self.horizon, records,
                          self.segments, self.events, fails, self.charged, self.decide_calls,
-                         self.nevents, wall, self.decide_s)
+                         self.nevents, wall, self.decide_s, idle=self.meter.summary())
+
+
+def _shape(wl: Workload) -> tuple[int, int, str | None]:
+    c = wl.contract
+    return (c.gpus_per_pod, c.pods, c.cluster)

@@ -13,6 +13,11 @@
   demand; **delivered** is the GPU-time the team's work ran (allocated or free). A team has
   *enough demand* when its demand reached its nominal share of capacity in at least half of the
   hours; ``teams_at_95`` counts those teams delivered at least 95% of their entitlement.
+* **Idle GPU-time by cause** (``idle``, measured by the loop, :mod:`engine.sim.idle`): the
+  capacity's GPU-hours split into ``busy`` (healthy GPUs running work), ``no_work``,
+  ``fragmentation``, ``lag``, ``reserved`` (idle healthy GPUs, by why) and ``unhealthy`` (nodes
+  out of service), each with its share of capacity; ``busy / (capacity - unhealthy)`` is the
+  occupancy.
 * **Demand ratio**: ``offered`` is the trace's GPU-time inside the horizon over capacity;
   ``queued_mean`` the time-average of (GPUs asked by queued and running work) / capacity.
 
@@ -33,7 +38,7 @@ from engine.sim.trace import CLASSES
 
 SUMMARY_KEYS = ("scheduler", "horizon_s", "tasks", "waits", "preemptions", "gpu_hours",
                 "occupancy", "unallocated_share", "demand_ratio", "entitlement", "teams",
-                "drain", "decide_calls")
+                "drain", "decide_calls", "idle")
 NO_LEAF = "(none)"
 
 
@@ -48,6 +53,15 @@ def wait_stats(waits: list[float], censored: int) -> dict[str, Any]:
     p50, p90, p99 = np.percentile(arr, [50, 90, 99])
     return {"n": len(waits), "censored": censored, "p50_s": _r(p50, 1), "p90_s": _r(p90, 1),
             "p99_s": _r(p99, 1), "mean_s": _r(arr.mean(), 1)}
+
+
+def idle_summary(idle: dict[str, float], capacity_gpu_s: float) -> dict[str, Any]:
+    """GPU-hours and share of capacity per :data:`engine.sim.idle.BUCKETS` bucket."""
+    from engine.sim.idle import BUCKETS
+
+    return {k: {"gpu_h": _r(idle.get(k, 0.0) / 3600.0, 2),
+                "share": _r(idle.get(k, 0.0) / capacity_gpu_s if capacity_gpu_s > 0 else 0.0)}
+            for k in BUCKETS}
 
 
 @dataclass
@@ -192,6 +206,7 @@ def compute_metrics(result) -> Metrics:
                                      if any(e is not None for _, _, e, _ in result.failures) else 0.0, 1),
                   "repaired": sum(r is not None for *_, r in result.failures)},
         "decide_calls": result.decide_calls,
+        "idle": idle_summary(result.idle, cap_gpus * horizon),
     }
     wbc = {k: np.asarray(groups.get(("class", k), []), float) for k in CLASSES}
     return Metrics(summary, hours, capacity_h, delivered_h, entitled_h, demand_h, wbc)

@@ -16,6 +16,11 @@ from engine.sim.experiment import Experiment
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waits
 
 
+IDLE_LABELS = (("lag", "scheduling lag"), ("reserved", "held by a reservation"),
+               ("fragmentation", "fragmentation"), ("no_work", "no pending work"),
+               ("unhealthy", "unhealthy nodes"))
+
+
 def fmt_s(x: float | None) -> str:
     if x is None:
         return "-"
@@ -47,6 +52,8 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     add("p99 queue wait, debug", lambda s: fmt_s(s["waits"]["by_class"]["debug"]["p99_s"]))
     add("never started (censored)", lambda s: str(s["waits"]["overall"]["censored"]))
     add("occupancy of healthy GPUs", lambda s: pct(s["occupancy"]))
+    for key, label in IDLE_LABELS:
+        add(f"  idle: {label}", lambda s, key=key: pct(s["idle"][key]["share"]))
     add("unallocated share of delivered", lambda s: pct(s["unallocated_share"]))
     add("entitled GPU-h delivered", lambda s: pct(s["entitlement"]["delivered_within_entitlement"]))
     add("teams >= 95% of entitlement", lambda s: f"{s['entitlement']['teams_at_95']} of "
@@ -114,6 +121,12 @@ def markdown(summary: dict[str, Any]) -> str:
             "- **debug**: funded, at most the policy's debug GPUs and min runtime; **large**: gangs "
             "of 64 GPUs or more; **small**: the rest.",
             "- **Occupancy** counts healthy GPUs only; **unallocated share** is free, uncharged work.",
+            "- **Idle** rows split capacity that did no work, as shares of all GPU-time: *scheduling "
+            "lag* (pending work would fit but no pass has run since the GPUs came free), *held by "
+            "a reservation* (pending work would fit and the last pass kept it off: GPUs kept for a "
+            "large job's reservation), *fragmentation* (work is pending but no pending shape fits "
+            "the free GPUs as they lie), *no pending work*, *unhealthy nodes* (out of service, "
+            "outside occupancy).",
             "- **GPU-h lost** is run time thrown away by preemption (whole runs of non-resumable "
             "work; checkpoint loss and restart overhead of resumable work).",
             "- Pictures: `gantt.png` (one row per GPU, hue = team, hatched = preemptible, red = "

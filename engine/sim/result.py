@@ -87,6 +87,7 @@ class SimResult:
     sim_events: int = 0
     wall_s: float = 0.0
     decide_s: float = 0.0
+    idle: dict[str, float] = field(default_factory=dict)  # GPU-seconds per engine.sim.idle bucket
     _metrics: Any = field(default=None, repr=False)
 
     def metrics(self):  # -> engine.sim.metrics.Metrics

@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.core.explain import shape_text, when
 from engine.core.fairshare import level_fairshare
-from engine.core.queue import charged_leaf
+from engine.core.queue import charged_leaf, is_debug
 from engine.core.types import Admit, Preempt
 from engine.durations import format_duration
 from engine.views.codec import num
@@ -179,6 +179,17 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
                              {"allocated_ahead": sum(len(v) for k, v in groups.items() if k)}))
         return out
     tree = state.config.tree
+    rule = state.config.policy.debug
+    if not is_debug(w.contract, rule):  # debug workloads queue ahead of all other allocated work
+        dbg = [x for x in ahead if d.statuses[x.id].leaf and is_debug(x.contract, rule)]
+        if dbg:
+            out.append(Statement("ahead", f"{len(dbg)} of them are debug workloads (at most "
+                                 f"{rule.max_gpus} GPUs, min runtime at most "
+                                 f"{format_duration(rule.max_min_runtime_s)}), which queue ahead of all other "
+                                 f"allocated work.", {"debug_ahead": len(dbg)}))
+            ids = {x.id for x in dbg}
+            groups = {k: [x for x in v if x.id not in ids] for k, v in groups.items()}
+            groups = {k: v for k, v in groups.items() if v}
     mine = groups.pop(leaf, [])
     if mine:
         out.append(Statement("ahead", f"{len(mine)} of them charge the same budget {leaf} and go first by "

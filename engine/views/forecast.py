@@ -179,7 +179,9 @@ def forecast(state: ViewState, targets: Iterable[str] | None = None, *,
     wanted = set(targets) if targets is not None else {w.id for w in state.snapshot.pending}
     config, mapping = _node_map(state)
     interval = config.policy.scheduling_interval_s
-    first = max(now, math.ceil(now / interval - 1e-9) * interval) if interval > 0 else now
+    # the first pass: at once (watch-driven cadences: the submissions are events), or on the grid
+    first = (max(now, math.ceil(now / interval - 1e-9) * interval)
+             if interval > 0 and options.cadence == "interval" else now)
     big = 10.0 * horizon_s
     default_rt = config.policy.default_min_runtime_s
     tasks = []

@@ -3,7 +3,9 @@
 For any cluster, running set, queue and usage: capacity is never exceeded, protected work is
 never preempted, gangs get all their GPUs or none, the same input gives the same decision,
 and every non-drain preemption has a higher-ranked allocated beneficiary admitted in the
-same decision. Ledger-level: unallocated work is never charged.
+same decision, ranked as workloads: a pending debug workload ranks above all running
+non-debug work (engine.core.queue rule 2); otherwise, and always against running debug work,
+the beneficiary's leaf ranks strictly higher. Ledger-level: unallocated work is never charged.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 from engine.core.decide import decide
 from engine.core.fairshare import outranked_after_charge, still_ranks_above, subtree_leaves
 from engine.core.ledger import Ledger, rollup_usage
+from engine.core.queue import is_debug
 from engine.core.types import (Admit, Contract, NodeState, Placement, Preempt, Running, Snapshot,
                                Workload)
 from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
@@ -111,7 +114,12 @@ def test_decide_properties(world):
         assert winner.allocated and winner.budget in d.ranks
         victim = running[wid].workload.contract
         if victim.allocated and victim.budget in d.ranks:
-            assert d.ranks[winner.budget].rank < d.ranks[victim.budget].rank
+            # ranked as workloads: a pending debug workload above all running non-debug work;
+            # otherwise (and always against running debug work) by leaf rank
+            above = d.ranks[winner.budget].rank < d.ranks[victim.budget].rank
+            debug_over_ordinary = (is_debug(winner, config.policy.debug)
+                                   and not is_debug(victim, config.policy.debug))
+            assert above or debug_over_ordinary
 
     # every workload has a status; same input -> same decision
     assert set(d.statuses) == set(running) | set(pending)

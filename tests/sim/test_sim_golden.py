@@ -66,22 +66,24 @@ def test_unallocated_work_is_never_charged_and_preempted_first():
     assert res.segments[0].allocated is False and res.segments[0].protected_until == 0.0
 
 
-def test_event_cadence_starts_work_at_the_event_instant():
+def test_watch_cadence_starts_work_at_the_event_instant_and_the_grid_waits_for_its_tick():
     trace = Trace.of([Task("t", 30.0, 1, 1, 100.0, "x", leaf="a", min_runtime=60.0,
                            resumable=True, klass="debug")], meta={"horizon": 600.0})
     from engine.sim.engine import SimOptions
 
-    grid = simulate(tiny_config(), trace, "budget")
-    instant = simulate(tiny_config(), trace, "budget", options=SimOptions(cadence="event"))
+    watch = simulate(tiny_config(), trace, "budget")  # the default mirrors the reconciler
+    grid = simulate(tiny_config(), trace, "budget", options=SimOptions(cadence="interval"))
+    assert watch.tasks["t"].wait == 0.0
     assert grid.tasks["t"].wait == 30.0  # next pass on the 60 s grid
-    assert instant.tasks["t"].wait == 0.0
 
 
 def test_unhealthy_node_drains_at_min_runtime_and_is_repaired_once_empty():
-    """Two nodes. J runs on node 0, which fails at 100; J is protected until 300, then evicted
-    requeued; the next pass (360, one interval later: an evicted workload is still running in
-    the snapshot that evicts it) restarts it from scratch on node 1 (non-resumable: 1000 s of
-    work + 120 s overhead, done at 1480). Node 0 is empty at 300 and repaired 600 s later."""
+    """Two nodes. J runs on node 0, which fails at 100 (a watch event: a pass cordons node 0).
+    J is protected until 300; its expiry wakes nobody, so the resync pass every 60 s after the
+    last pass sees it at 340 and evicts J, requeued; the follow-up pass at once (an evicted
+    workload is still running in the snapshot that evicts it) restarts it from scratch on
+    node 1 (non-resumable: 340 s x 4 GPUs lost; 1000 s of work + 120 s overhead, done at
+    1460). Node 0 is empty at 340 and repaired 600 s later."""
     from engine.sim.trace import NodeFailure
 
     trace = Trace.of([Task("J", 0.0, 1, 4, 1000.0, "x", leaf="a", min_runtime=300.0,
@@ -89,8 +91,8 @@ def test_unhealthy_node_drains_at_min_runtime_and_is_repaired_once_empty():
                      [NodeFailure(100.0, "c-n0000", 600.0)], meta={"horizon": 3000.0})
     res = simulate(tiny_config(nodes=2), trace, "budget")
     j = res.tasks["J"]
-    assert (j.preemptions, j.gpu_s_lost, j.end) == (1, 4 * 300.0, 1480.0)
+    assert (j.preemptions, j.gpu_s_lost, j.end) == (1, 4 * 340.0, 1460.0)
     assert [(s.gpus[0][0], s.start, s.end) for s in res.segments] == [
-        ("c-n0000", 0.0, 300.0), ("c-n0001", 360.0, 1480.0)]
-    assert res.failures == [("c-n0000", 100.0, 300.0, 900.0)]
+        ("c-n0000", 0.0, 340.0), ("c-n0001", 340.0, 1460.0)]
+    assert res.failures == [("c-n0000", 100.0, 340.0, 940.0)]
     assert {e.kind for e in res.events} >= {"fail", "cordon", "preempt", "repair"}

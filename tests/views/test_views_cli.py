@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from engine.cli import main
 
 
@@ -74,8 +76,8 @@ def test_usage_prints_table_burn_and_writes_a_png(capsys, state_file, tmp_path, 
     assert row["node"] == team
     used = sum(sim_state.snapshot.usage.get(x, 0.0) for x in sim_state.config.tree.leaves()
                if team in sim_state.config.tree.path(x))
-    assert row["charged_gpu_h"] * 3600 == used
-    assert doc["burn"]["window_usage_now_gpu_h"] * 3600 == used
+    assert row["charged_gpu_h"] * 3600 == pytest.approx(used, rel=1e-12)
+    assert doc["burn"]["window_usage_now_gpu_h"] * 3600 == pytest.approx(used, rel=1e-12)
     code, _, err = _run(capsys, "usage", "--state", str(state_file), "--subtree", "nope")
     assert code == 1 and "no budget node 'nope'" in err
 

@@ -8,6 +8,8 @@ import json
 import math
 import urllib.request
 
+import pytest
+
 from engine.cli import main
 from engine.k8s.metrics import Health, Metrics, serve
 from engine.views.live import LiveRecorder
@@ -54,8 +56,10 @@ def test_reconciler_serves_the_dashboard_and_the_cli_explains_its_decision(
         assert main(["eta", "waits", "--url", url, "--format", "json", "--horizon", "4h"]) == 0
         fc = json.loads(capsys.readouterr().out)
         # team-b/big has no declared end: it runs until team-a (ranked first) may preempt it,
-        # when its min runtime ends (T0 + 1 h), at the next pass of the 60 s grid
-        assert fc["forecast"][0]["start"] == math.ceil((T0 + 3600) / 60) * 60
+        # when its min runtime ends (T0 + 1 h), at the next resync pass (every 60 s after the
+        # last pass, as the reconciler runs them; the forecast's first pass is at its "now")
+        now = fc["now"]
+        assert fc["forecast"][0]["start"] == pytest.approx(now + math.ceil((T0 + 3600 - now) / 60 - 1e-9) * 60)
         assert any("run until preempted" in a for a in fc["assumptions"])
     finally:
         server.shutdown()

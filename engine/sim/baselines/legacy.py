@@ -57,16 +57,24 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     victim_gpus = sum(r.placement.gpus for r in victims)
     high = [w for w in snapshot.pending if w.contract.allocated]
     low = [w for w in snapshot.pending if not w.contract.allocated]
+    # shapes that found no place on free GPUs / not even with every preemptible run released:
+    # free GPUs only shrink until a preemption (which clears the first memo), and free GPUs
+    # plus preemptible ones only shrink all pass, so both verdicts stand (a pure speed-up)
+    nofit: set[tuple] = set()
+    novictims: set[tuple] = set()
     for w in high + low:
         if free.total == 0 and victim_gpus == 0:
             break
         c = w.contract
+        shape = (c.gpus_per_pod, c.pods, c.cluster)
         team = team_of(w)
         within = c.allocated and used.get(team, 0) + c.gpus <= cap.get(team, 0)
         if within:
-            placement = free.place(c, policy)
+            placement = None if shape in nofit else free.place(c, policy)
+            if placement is None:
+                nofit.add(shape)
             chosen: list = []
-            if placement is None and c.gpus <= free.total + victim_gpus:
+            if placement is None and shape not in novictims and c.gpus <= free.total + victim_gpus:
                 trial = free.copy()
                 for r in victims:
                     trial.release(r)
@@ -76,8 +84,11 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
                         break
                 if placement is None:
                     chosen = []
+                    novictims.add(shape)
             if placement is None:
                 continue
+            if chosen:
+                nofit.clear()  # released GPUs the placement leaves over are free for others
             for r in chosen:
                 victims.remove(r)
                 victim_gpus -= r.placement.gpus
@@ -89,8 +100,9 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
             actions.append(Admit(w.id, placement, f"{NON_PREEMPTIBLE}: HIGH within the {team} cap "
                                                   f"({used[team]}/{cap.get(team, 0)} GPUs)"))
         else:
-            placement = free.place(c, policy)
+            placement = None if shape in nofit else free.place(c, policy)
             if placement is None:
+                nofit.add(shape)
                 continue
             free.take(placement)
             kind = "LOW" if not c.allocated else f"HIGH over the {team} cap"

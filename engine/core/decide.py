@@ -16,10 +16,11 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       decision; a debug workload may take unprotected work of any leaf, see
       :mod:`engine.core.queue` and :mod:`engine.core.preemption`). A failed search is not repeated for a later workload of the same shape
       with the same set of preemptible leaves (free GPUs and victims only shrink);
-   c. else the first such allocated non-debug workload that has a finite earliest start gets a
-      reservation (:mod:`engine.core.reservation`); a workload with no finite start does not
-      use up the reservation, the next one tries (failures memoised like b). From then on the
-      reserved nodes only take work that will be preemptible by then.
+   c. else the first such allocated non-debug workload gets the one reservation of the
+      decision (:mod:`engine.core.reservation`): timed, at its finite earliest start, or else
+      a drain hold on the node(s) short the fewest GPUs; one that no schedulable node set can
+      ever hold does not use it up, the next one tries (failures memoised like b). From then on
+      the reserved nodes only take work the holder could preempt (by then, for a timed one).
    Workloads that can never fit (bigger than any node / topology group even when the whole
    cluster is empty and healthy) are rejected. Unallocated work only takes idle GPUs.
 5. Every workload, running or pending, gets a status with the numbers that explain it, and
@@ -36,17 +37,19 @@ statuses and their wording are built lazily, from numbers recorded during the pa
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import math
+from typing import Sequence
 
 from engine.core.drain import drain
-from engine.core.explain import StatusMap, leaf_text, placement_text, shape_text, when
+from engine.core.explain import StatusMap, leaf_text, placement_text, when
 from engine.core.fairshare import (outranked_after_charge, rank_leaves, still_ranks_above,
                                     subtree_leaves)
 from engine.core.ledger import rollup_usage
 from engine.core.placement import Pool, ShapeVerdicts
 from engine.core.preemption import Projection, RankSums, Victim, find_victims, make_victim
 from engine.core.queue import Entry, build_queue, charged_leaf, is_debug
-from engine.core.reservation import Reservation, earliest_start
+from engine.core.reservation import Reservation, earliest_start, hold_nodes
+from engine.core.statuses import pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
 from engine.durations import format_duration
@@ -106,10 +109,17 @@ class _Pass:
         self._version = self.proj.version
         self._weight: dict[str | None, float] = {}
         self._under: dict[str, tuple[str, ...]] | None = None
+        self._upper: dict[frozenset, tuple[int, int]] = {}
+        self._charge: dict[tuple, tuple[float, float]] = {}  # charge_of per contract shape
+        self._lower: dict[int, frozenset[str]] = {}
+        self._gone_version = 0  # bumped whenever a victim is preempted
         self.actions: list[Action] = []
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
         self.reservation: Reservation | None = None
         self.holder_charge = (0.0, 0.0)  # the holder's (protected-run charge, min runtime)
+        # a drain hold's numbers: (free, capacity, GPUs of work it may preempt, GPUs of work it
+        # may not, ids of that work, GPUs short), on the held nodes when the hold was made
+        self.hold_numbers: tuple = ()
 
     # ------------------------------------------------------------------ victim rules
 
@@ -141,12 +151,17 @@ class _Pass:
         """GPU-seconds a workload's protected run will charge its leaf (at the dearest billing
         weight it may land on), and its min runtime."""
         c = e.workload.contract
+        key = (c.gpus, c.min_runtime_s, c.cluster)
+        hit = self._charge.get(key)
+        if hit is not None:
+            return hit
         weight = self._weight.get(c.cluster)
         if weight is None:
             clusters = self.pool.cluster_names(c.cluster) or sorted(self.weights)
             weight = self._weight[c.cluster] = max((self.weights.get(x, 1.0) for x in clusters),
                                                    default=1.0)
-        return c.gpus * c.min_runtime_s * weight, c.min_runtime_s
+        hit = self._charge[key] = (c.gpus * c.min_runtime_s * weight, c.min_runtime_s)
+        return hit
 
     def ok_leaves(self, leaf: str, rank: int, charge: tuple[float, float]) -> frozenset[str]:
         """Leaves whose work past its min runtime a workload of ``leaf`` (``charge``) may
@@ -160,12 +175,26 @@ class _Pass:
             extra, m = charge
             found = outranked_after_charge(self.tree, self.used_tree, leaf, extra, self._under,
                                            self.proj.ahead(m), self.proj.behind(m))
-            ok = self._ok[key] = frozenset(x for x in found if self.ranks[x].rank > rank)
+            ok = self._ok[key] = found & self.lower(rank)
         return ok
 
     def preemptible_upper(self, ok: frozenset[str]) -> int:
-        """Upper bound of the GPUs preemption could free for a workload allowed ``ok`` leaves."""
-        return self.gpus_by_leaf.get(None, 0) + sum(self.gpus_by_leaf.get(x, 0) for x in ok)
+        """Upper bound of the GPUs preemption could free for a workload allowed ``ok`` leaves
+        (cached per set until a victim goes; every leaf: all victims' GPUs)."""
+        if ok is self.all_leaves:
+            return self.below.total
+        hit = self._upper.get(ok)
+        if hit is None or hit[0] != self._gone_version:
+            hit = self._upper[ok] = (self._gone_version, self.gpus_by_leaf.get(None, 0) +
+                                     sum(self.gpus_by_leaf.get(x, 0) for x in ok))
+        return hit[1]
+
+    def lower(self, rank: int) -> frozenset[str]:
+        """Leaves ranked strictly below ``rank`` (rank 0: every leaf)."""
+        found = self._lower.get(rank)
+        if found is None:
+            found = self._lower[rank] = frozenset(x for x, r in self.ranks.items() if r.rank > rank)
+        return found
 
     def backfill_ok(self, e: Entry) -> bool:
         """May ``e`` use the reserved nodes? Only if the holder could preempt it by then."""
@@ -201,6 +230,7 @@ class _Pass:
                 self.vgpus[n] -= g
             self.gpus_by_leaf[v.leaf] -= v.gpus
             self.below.add(v.rank, -v.gpus)
+            self._gone_version += 1
             self.held_gpus -= v.gpus
         self.pool.take(placement)
         if e.leaf is not None:
@@ -270,8 +300,7 @@ class _Pass:
                             nofit.clear()  # preemption may leave GPUs free that others can use
                             continue
                         blocked = novictims[(shape, ok, dok)] = tuple(sorted(
-                            x for x, r in self.ranks.items()
-                            if r.rank > rank and x not in ok and self.gpus_by_leaf.get(x, 0) > 0))
+                            x for x in self.lower(rank) - ok if self.gpus_by_leaf.get(x, 0) > 0))
                         if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                             maxfail[shape] = rank
                     why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
@@ -284,7 +313,7 @@ class _Pass:
                     if (shape, ok) not in noreserve:
                         self.reserve(e, clusters, charge, ok)
                         if self.reservation is not None:
-                            outcome[w.id] = ("holder", "", free)
+                            outcome[w.id] = ("holder", why, free)
                             continue
                         noreserve.add((shape, ok))
                 outcome[w.id] = ("unreservable", why, free)
@@ -326,6 +355,27 @@ class _Pass:
             self.holder_charge = charge
             self.reservation = Reservation(e.workload.id, e.leaf, e.rank.rank,
                                            max(self.now, found[0]), found[1])
+            return
+        # no finite start: a drain hold on the nodes short the fewest GPUs (reservation.py)
+        later: dict[str, int] = {}
+        for _, _, on in releases:
+            for n, g in on:
+                later[n] = later.get(n, 0) + g
+        held = hold_nodes(c.gpus_per_pod, c.pods, clusters, self.pool, later)
+        if held is None:
+            return
+        short, placement = held
+        self.holder_charge = charge
+        self.reservation = Reservation(e.workload.id, e.leaf, e.rank.rank, math.inf, placement,
+                                       hold=True)
+        nodes = placement.nodes
+        ours = {wid for _, wid, _ in releases}
+        blockers = sorted({r.workload.id for r, _, _ in self.held if r.workload.id not in self.gone
+                           and r.workload.id not in ours and any(n in nodes for n in r.placement.nodes)})
+        free = sum(self.pool.free[n] for n in nodes)
+        cap = sum(self.pool.nodes[n].gpus for n in nodes)
+        may = sum(later.get(n, 0) for n in nodes)
+        self.hold_numbers = (free, cap, may, cap - free - may, tuple(blockers), short)
 
 
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions
@@ -352,63 +402,13 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     actions += [Reject(w.id, reason) for w, reason in rejects]
     actions += p.actions
     admitted = {a.workload_id: a for a in p.actions if isinstance(a, Admit)}
-    thunks: dict[str, Callable[[], WorkloadStatus]] = {}
+    # id -> (builder, *arguments): a status is built on first access (StatusMap)
+    thunks: dict[str, tuple] = {}
     for w, reason in rejects:
-        thunks[w.id] = (lambda w=w, reason=reason: WorkloadStatus(w.id, "rejected", reason))
+        thunks[w.id] = (WorkloadStatus, w.id, "rejected", reason)
     for pos, e in enumerate(kept, 1):
-        thunks[e.workload.id] = (lambda e=e, pos=pos: _pending_status(p, e, pos, outcome, admitted))
+        thunks[e.workload.id] = (pending_status, p, e, pos, outcome, admitted)
     evictions = {a.workload_id: a for a in p.evictions}
     for r in snapshot.running:
-        thunks[r.workload.id] = (lambda r=r: _running_status(p, r, evictions))
+        thunks[r.workload.id] = (running_status, p, r, evictions)
     return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks)
-
-
-def _pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadStatus:
-    w, c = e.workload, e.workload.contract
-    kind, detail, free = outcome[w.id]
-    lr = e.rank
-    base = dict(workload_id=w.id, leaf=e.leaf, queue_position=pos,
-                rank=lr.rank if lr else None, metric=lr.metric if lr else None)
-    note = f"; {e.note}" if e.note else ""
-    if kind == "admitted":
-        return WorkloadStatus(state="admitted", reason=admitted[w.id].reason + note,
-                              protected_until=p.now + c.min_runtime_s if e.leaf else p.now, **base)
-    needs = f"needs {shape_text(c)}, {free} GPUs free"
-    res = p.reservation
-    if kind == "holder":
-        why = (f"{needs}; reserved {placement_text(res.placement.assignments)}: enough GPUs become "
-               f"preemptible {when(res.until, p.now)}; later work may use them only if preemptible by then")
-    elif kind == "reserved-out":
-        why = (f"{needs}; the free GPUs on {', '.join(sorted(res.nodes))} are reserved for {res.holder} "
-               f"until {when(res.until, p.now)} and this workload's min runtime "
-               f"({format_duration(c.min_runtime_s)}) would still protect it then")
-    else:
-        why = f"{needs}; {p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail}"
-        if kind == "unreservable":
-            why += ("; no reservation: the running work it may preempt (unallocated, or lower-ranked "
-                    "and passing the anti-ping-pong rule) never frees enough GPUs for it")
-    return WorkloadStatus(state="pending", reason=f"waiting: {why}; {leaf_text(lr, p.n)}{note}", **base)
-
-
-def _running_status(p: _Pass, r, evictions) -> WorkloadStatus:
-    wid = r.workload.id
-    leaf, note = charged_leaf(r.workload, p.ranks)
-    lr = p.ranks.get(leaf) if leaf else None
-    base = dict(workload_id=wid, leaf=leaf, rank=lr.rank if lr else None,
-                metric=lr.metric if lr else None, protected_until=r.protected_until)
-    if wid in evictions:
-        return WorkloadStatus(state="preempted", reason=evictions[wid].reason, **base)
-    if wid in p.preempted:
-        by, reason = p.preempted[wid]
-        return WorkloadStatus(state="preempted", reason=reason, preemptor=by, **base)
-    where = placement_text(r.placement.assignments)
-    if wid in p.draining:
-        why = p.draining[wid]
-    elif p.now < r.protected_until:
-        why = f"protected by its min runtime until {when(r.protected_until, p.now)}"
-    elif leaf is None:
-        why = f"preemptible at any time by allocated work ({note})"
-    else:
-        why = (f"past its min runtime (since {when(r.protected_until, p.now)}); keeps running while "
-               f"no higher-ranked work needs its GPUs")
-    return WorkloadStatus(state="running", reason=f"running on {where}: {why}; {leaf_text(lr, p.n)}", **base)

@@ -10,31 +10,36 @@ thousands of times and reads few statuses), but the mapping behaves as a plain r
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from engine.core.types import Contract, LeafRank, WorkloadStatus
 from engine.durations import format_duration
 
 
 class StatusMap(Mapping[str, WorkloadStatus]):
-    """Read-only mapping workload id -> status, each built lazily by a thunk and cached."""
+    """Read-only mapping workload id -> status, each built lazily and cached. ``thunks`` maps
+    an id to ``(builder, *arguments)``: the status is ``builder(*arguments)`` (a tuple costs
+    less to make than a closure, for thousands of workloads per decision)."""
 
-    def __init__(self, thunks: dict[str, Callable[[], WorkloadStatus]]):
+    def __init__(self, thunks: dict[str, tuple]):
         self._thunks = thunks
         self._done: dict[str, WorkloadStatus] = {}
-        self._keys = sorted(thunks)
+        self._keys: list[str] | None = None  # sorted on first iteration
 
     def __getitem__(self, key: str) -> WorkloadStatus:
         status = self._done.get(key)
         if status is None:
-            status = self._done[key] = self._thunks[key]()
+            fn, *args = self._thunks[key]
+            status = self._done[key] = fn(*args)
         return status
 
     def __iter__(self) -> Iterator[str]:
+        if self._keys is None:
+            self._keys = sorted(self._thunks)
         return iter(self._keys)
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._thunks)
 
     def __contains__(self, key: object) -> bool:
         return key in self._thunks

@@ -128,31 +128,30 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
     :attr:`Victim.order`; a victim is eligible when unallocated or its leaf is in ``ok``.
     ``held`` (optional) bounds the GPUs all victims hold per node, to skip hopeless nodes.
     ``debug_ok`` (a debug preemptor): a debug victim is eligible only if its leaf is in it."""
-    if debug_ok is not None:
-        ok = frozenset(ok)
-        base = by_node
-        by_node = {n: [v for v in vs if not v.debug or v.leaf is None or v.leaf in debug_ok]
-                   for n, vs in base.items()}
+    # a debug victim (allocated) is eligible for a debug preemptor only if its leaf is in
+    # ``debug_ok``; checked inline below (filtering every node's list up front cost more)
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement, list[Victim]] | None = None
     bound: tuple[float, float] | None = None
     # 1. one node if it can
+    free_of, node_of, victims_on = pool.free, pool.nodes, by_node.get
+    held_on = held.get if held is not None else None
     for c in clusters:
         for n in pool.clusters[c]:
-            if n in exclude or pool.nodes[n].gpus < total:
+            if n in exclude or node_of[n].gpus < total:
                 continue
-            need = total - pool.free[n]
-            if held is not None and held.get(n, 0) < need:
+            need = total - free_of[n]
+            if held_on is not None and held_on(n, 0) < need:
                 continue
             chosen: list[Victim] = []
             got = 0
             alloc = unalloc = 0.0
-            for v in by_node.get(n, ()):
+            for v in victims_on(n, ()):
                 if got >= need:
                     break
                 if v.leaf is None:
                     unalloc += v.cost
-                elif v.leaf in ok:
+                elif v.leaf in ok and (debug_ok is None or not v.debug or v.leaf in debug_ok):
                     alloc += v.cost
                 else:
                     continue
@@ -185,7 +184,9 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
             slots = sum(f // gpus_per_pod for f in free.values())
             chosen = []
             candidates = sorted({v.id: v for n in names for v in by_node.get(n, ())
-                                 if v.leaf is None or v.leaf in ok}.values(), key=lambda v: v.order)
+                                 if v.leaf is None or (v.leaf in ok and (
+                                     debug_ok is None or not v.debug or v.leaf in debug_ok))
+                                 }.values(), key=lambda v: v.order)
             for v in candidates:
                 if slots >= pods:
                     break
@@ -244,7 +245,9 @@ class Projection:
         self.paths: dict[str, tuple[str, ...]] = {}
         self.rate: dict[str, float] = {}
         self.protected: list[tuple[tuple[str, ...], float, float]] = []  # (path, rate, seconds)
-        self._certain: dict[float, dict[str, float]] = {}
+        self._certain: dict[float, _Certain] = {}
+        self._under: dict[str, list[tuple[float, float]]] = {}  # node -> protected (rate, s)
+        self._under_len = 0  # protected runs already grouped into ``_under``
         self.version = 0
 
     def _path(self, leaf: str) -> tuple[str, ...]:
@@ -262,7 +265,8 @@ class Projection:
             self.protected.append((path, rate, protected_s))
             for m, certain in self._certain.items():
                 for n in path:
-                    certain[n] = certain.get(n, 0.0) + rate * min(protected_s, m)
+                    if n in certain:  # computed nodes only; the others sum on lookup
+                        certain[n] = certain[n] + rate * min(protected_s, m)
         self.version += 1
 
     def remove(self, leaf: str, rate: float) -> None:
@@ -277,11 +281,40 @@ class Projection:
     def behind(self, m: float) -> Mapping[str, float]:
         certain = self._certain.get(m)
         if certain is None:
-            certain = self._certain[m] = {}
-            for path, rate, seconds in self.protected:
-                for n in path:
-                    certain[n] = certain.get(n, 0.0) + rate * min(seconds, m)
+            certain = self._certain[m] = _Certain(self, m)
         return certain
+
+    def protected_under(self, node: str) -> list[tuple[float, float]]:
+        """(rate, seconds) of the protected runs under ``node``, in the order they were added."""
+        if self._under_len != len(self.protected):
+            for path, rate, seconds in self.protected[self._under_len:]:
+                for n in path:
+                    self._under.setdefault(n, []).append((rate, seconds))
+            self._under_len = len(self.protected)
+        return self._under.get(node, [])
+
+
+class _Certain(dict):
+    """:meth:`Projection.behind` for one ``m``: each node's certain charge, summed on first
+    lookup over the protected runs under it (in the order they were added, so the sums are
+    the same floats as summing every node at once), kept up to date by :meth:`Projection.add`."""
+
+    def __init__(self, proj: Projection, m: float):
+        super().__init__()
+        self.proj, self.m = proj, m
+
+    def __missing__(self, node: str) -> float:
+        total, m = 0.0, self.m
+        for rate, seconds in self.proj.protected_under(node):
+            total = total + rate * min(seconds, m)
+        self[node] = total
+        return total
+
+    def get(self, node, default=0.0):  # type: ignore[override]
+        return self[node] if node in self.proj.rate else default
+
+    def __bool__(self) -> bool:  # a projection, even before any node is summed
+        return True
 
 
 class RankSums:

@@ -17,15 +17,42 @@ can be placed neither on free GPUs nor by preemption gets a reservation:
   preempt then (lower-ranked leaf, anti-ping-pong rule). The same applies to preemptions by
   later workloads: they may not land on reserved nodes unless they qualify.
 
-Only one reservation is made per decision (EASY backfilling); it is recomputed from scratch
-at every decision, so it moves with the ranks.
+**Drain hold** (when there is no finite ``T``): the blocked workload still gets the
+reservation, as a *hold* (:func:`hold_nodes`) -- the classic drain-a-node-for-the-big-job
+reservation. Typical holder: an 8-GPU job or a gang of an over-used team, which may preempt
+nothing (all running work ranks higher or is its own), while single GPUs free up scattered
+across nodes and small work backfills them, so no node ever empties (fragmentation).
+
+* Where: the node (one node if the shape fits one node) or the set of nodes inside one
+  placement group (multi-node gang) that is *short* the fewest GPUs: per chosen node, the
+  GPUs its pods need minus its free GPUs and the GPUs of running work the holder may preempt
+  (same rules as above, protected or not). A group's nodes are taken greedily, most such GPUs
+  first (ties by name), each hosting as many pods as it can until the gang is covered. Ties:
+  fewer GPUs short, then fewer nodes, then more GPUs free now (small work placed by best fit
+  avoids the nodes with most free GPUs, so they drain best), then name. Only schedulable
+  nodes count; if none can ever hold the shape there is no hold and the next workload tries.
+* Hold: until the holder fits, new work goes on the held nodes only if the holder would be
+  allowed to preempt it by the existing rules (unallocated work, or work of a lower-ranked
+  leaf passing the anti-ping-pong rule; its min runtime may delay the holder, at most by the
+  8 h cap, and then the hold becomes a timed reservation at the next decision). Everything else
+  (the holder's own budget, higher-ranked budgets) goes elsewhere or waits, so as running work
+  on the held nodes ends, free GPUs accumulate there until the holder fits. Debug workloads
+  queue ahead of every holder and are placed before the hold is made, so it never delays them.
+* Fair: the holder is the best-ranked blocked non-debug allocated workload (queue order).
+
+Bound: one reservation (timed or hold) per decision, recomputed from scratch at every
+decision, so it moves with the ranks (EASY backfilling). Occupancy cost of a hold: GPUs
+free on the held nodes that no work the holder could preempt takes stay idle until the
+holder fits -- fewer than the holder's GPUs, on the nodes of one placement (one node for a
+job that fits a node); unallocated work may use them meanwhile. When the holder changes
+(ranks move), the drain effort on the old nodes is lost (their free GPUs go to others).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement
@@ -36,12 +63,13 @@ class Reservation:
     holder: str
     leaf: str
     rank: int
-    until: float
+    until: float  # the holder's earliest start; inf for a drain hold
     placement: Placement
+    hold: bool = False  # a drain hold (no finite earliest start), see the module docstring
+    nodes: frozenset[str] = field(init=False, compare=False, repr=False)  # the placement's nodes
 
-    @property
-    def nodes(self) -> frozenset[str]:
-        return frozenset(self.placement.nodes)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", frozenset(self.placement.nodes))
 
 
 Release = tuple[float, str, tuple[tuple[str, int], ...]]  # (time, workload id, assignments)
@@ -97,4 +125,43 @@ def earliest_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: 
             placement = fit(gpus_per_pod, pods, free, names, {key: names})
             if placement is not None and (best is None or (when, key) < best[0]):
                 best = ((when, key), placement)
+    return None if best is None else (best[0][0], best[1])
+
+
+def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
+               later: Mapping[str, int]) -> tuple[int, Placement] | None:
+    """Nodes to hold for a gang with no finite earliest start (see the module docstring):
+    ``(GPUs short, placement)`` where ``later`` maps a node to the GPUs of running work the
+    holder may preempt once its protection ends; None when no schedulable node set can ever
+    hold the shape."""
+    total = gpus_per_pod * pods
+    best: tuple[tuple, Placement] | None = None
+    for c in clusters:
+        for n in pool.clusters[c]:
+            if pool.nodes[n].gpus >= total:
+                short = max(0, total - pool.free[n] - later.get(n, 0))
+                if best is None or (short, 1, -pool.free[n], n) < best[0]:
+                    best = ((short, 1, -pool.free[n], n), Placement(((n, total),)))
+    if pods == 1:
+        return None if best is None else (best[0][0], best[1])
+    for c in clusters:
+        for key, names in sorted(pool.groups[c].items()):
+            order = sorted(names, key=lambda n: (-(pool.free[n] + later.get(n, 0)), n))
+            chosen: list[tuple[str, int]] = []
+            short, left, free = 0, pods, 0
+            for n in order:
+                k = min(left, pool.nodes[n].gpus // gpus_per_pod)
+                if k <= 0:
+                    continue
+                chosen.append((n, k * gpus_per_pod))
+                short += max(0, k * gpus_per_pod - pool.free[n] - later.get(n, 0))
+                free += pool.free[n]
+                left -= k
+                if left == 0:
+                    break
+            if left > 0:
+                continue
+            score = (short, len(chosen), -free, "/".join(key))
+            if best is None or score < best[0]:
+                best = (score, Placement(tuple(sorted(chosen))))
     return None if best is None else (best[0][0], best[1])

@@ -5,10 +5,15 @@ never preempted, gangs get all their GPUs or none, the same input gives the same
 and every non-drain preemption has a higher-ranked allocated beneficiary admitted in the
 same decision, ranked as workloads: a pending debug workload ranks above all running
 non-debug work (engine.core.queue rule 2); otherwise, and always against running debug work,
-the beneficiary's leaf ranks strictly higher. Ledger-level: unallocated work is never charged.
+the beneficiary's leaf ranks strictly higher. A drain hold (reservation.py) is held by a
+non-debug allocated workload, and allocated work queued behind it that starts on its nodes
+ranks below it.
+Ledger-level: unallocated work is never charged.
 """
 
 from __future__ import annotations
+
+import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +31,7 @@ TREE = BudgetTree.build([
     BudgetNode("A1", "A", 70), BudgetNode("A2", "A", 30), BudgetNode("B1", "B", 100),
 ])
 LEAVES = ["A1", "A2", "B1"]
+HOLDING = re.compile(r"holding (.+?) for it \(")
 
 
 @st.composite
@@ -120,6 +126,22 @@ def test_decide_properties(world):
             debug_over_ordinary = (is_debug(winner, config.policy.debug)
                                    and not is_debug(victim, config.policy.debug))
             assert above or debug_over_ordinary
+
+    # a drain hold: only work the holder may preempt (unallocated, or of a leaf ranked below
+    # the holder's) starts on the held nodes once the hold is made (work queued before it was
+# placed before the hold existed)
+    for wid, st_ in d.statuses.items():
+        m = HOLDING.search(st_.reason) if st_.state == "pending" else None
+        if m is None:
+            continue
+        held = set(m.group(1).split(", "))
+        holder = pending[wid].contract
+        assert holder.allocated and not is_debug(holder, config.policy.debug)
+        for a in admits.values():
+            c = pending[a.workload_id].contract
+            later = d.statuses[a.workload_id].queue_position > st_.queue_position
+            if later and held & set(a.placement.nodes) and c.allocated and c.budget in d.ranks:
+                assert d.ranks[c.budget].rank > d.ranks[holder.budget].rank, (wid, a)
 
     # every workload has a status; same input -> same decision
     assert set(d.statuses) == set(running) | set(pending)

@@ -1,0 +1,97 @@
+"""Statuses: every workload's state after a decision and why, built from the numbers the
+decision pass (:mod:`engine.core.decide`) recorded. Built lazily (see
+:class:`~engine.core.explain.StatusMap`): the simulator reads few of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.core.explain import leaf_text, placement_text, shape_text, when
+from engine.core.queue import Entry, charged_leaf
+from engine.core.reservation import Reservation
+from engine.core.types import WorkloadStatus
+from engine.durations import format_duration
+
+if TYPE_CHECKING:
+    from engine.core.decide import _Pass
+
+
+def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadStatus:
+    w, c = e.workload, e.workload.contract
+    kind, detail, free = outcome[w.id]
+    lr = e.rank
+    base = dict(workload_id=w.id, leaf=e.leaf, queue_position=pos,
+                rank=lr.rank if lr else None, metric=lr.metric if lr else None)
+    note = f"; {e.note}" if e.note else ""
+    if kind == "admitted":
+        return WorkloadStatus(state="admitted", reason=admitted[w.id].reason + note,
+                              protected_until=p.now + c.min_runtime_s if e.leaf else p.now, **base)
+    needs = f"needs {shape_text(c)}, {free} GPUs free"
+    res = p.reservation
+    if kind == "holder" and res.hold:
+        free_on, cap, may, may_not, blockers, short = p.hold_numbers
+        nodes = ", ".join(res.placement.nodes)
+        shown = ", ".join(blockers[:5]) + (", ..." if len(blockers) > 5 else "")
+        blocked = p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail
+        why = (f"{needs}; {blocked}; holding {nodes} for it ({free_on} of {cap} GPUs free, {may} held by work "
+               f"it may preempt, {may_not} held by work it may not preempt: {shown or 'none'}): no "
+               f"running work it may preempt ever frees enough GPUs, so new work may start there "
+               f"only if this workload could preempt it, and it starts once {short} more GPUs there "
+               f"are free (as running work ends)")
+    elif kind == "holder":
+        why = (f"{needs}; reserved {placement_text(res.placement.assignments)}: enough GPUs become "
+               f"preemptible {when(res.until, p.now)}; later work may use them only if preemptible by then")
+    elif kind == "reserved-out":
+        why = f"{needs}; {kept_off(p, e, res)}"
+    else:
+        why = f"{needs}; {p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail}"
+        if kind == "unreservable":
+            why += ("; no reservation: the running work it may preempt (unallocated, or lower-ranked "
+                    "and passing the anti-ping-pong rule) never frees enough GPUs for it")
+    return WorkloadStatus(state="pending", reason=f"waiting: {why}; {leaf_text(lr, p.n)}{note}", **base)
+
+
+def kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
+    """Why ``e`` may not use the reserved nodes, with the numbers."""
+    c = e.workload.contract
+    nodes = sorted(res.nodes)
+    where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"
+    if e.rank.rank <= res.rank:
+        why = f"budget {e.leaf} rank {e.rank.rank} does not rank below {res.holder}'s (rank {res.rank})"
+    elif not p.may_preempt(res.leaf, res.rank, p.holder_charge, e.leaf, e.rank.rank):
+        why = (f"the anti-ping-pong rule would forbid it: by the end of {res.holder}'s min runtime "
+               f"budget {e.leaf} (rank {e.rank.rank}) would rank above budget {res.leaf} again")
+    else:
+        why = (f"this workload's min runtime ({format_duration(c.min_runtime_s)}) would still "
+               f"protect it then")
+    if res.hold:
+        return (f"{where} held for {res.holder} (budget {res.leaf} rank {res.rank}), which no running "
+                f"work it may preempt can make room for, so it waits for running work there to end; "
+                f"new work may start there only if {res.holder} could preempt it, and {why}")
+    return (f"the free GPUs on {', '.join(nodes)} are reserved for {res.holder} until "
+            f"{when(res.until, p.now)} and {why}")
+
+
+def running_status(p: _Pass, r, evictions) -> WorkloadStatus:
+    wid = r.workload.id
+    leaf, note = charged_leaf(r.workload, p.ranks)
+    lr = p.ranks.get(leaf) if leaf else None
+    base = dict(workload_id=wid, leaf=leaf, rank=lr.rank if lr else None,
+                metric=lr.metric if lr else None, protected_until=r.protected_until)
+    if wid in evictions:
+        return WorkloadStatus(state="preempted", reason=evictions[wid].reason, **base)
+    if wid in p.preempted:
+        by, reason = p.preempted[wid]
+        return WorkloadStatus(state="preempted", reason=reason, preemptor=by, **base)
+    where = placement_text(r.placement.assignments)
+    if wid in p.draining:
+        why = p.draining[wid]
+    elif p.now < r.protected_until:
+        why = f"protected by its min runtime until {when(r.protected_until, p.now)}"
+    elif leaf is None:
+        why = f"preemptible at any time by allocated work ({note})"
+    else:
+        why = (f"past its min runtime (since {when(r.protected_until, p.now)}); keeps running while "
+               f"no higher-ranked work needs its GPUs")
+    return WorkloadStatus(state="running", reason=f"running on {where}: {why}; {leaf_text(lr, p.n)}", **base)

@@ -22,6 +22,7 @@ COMMANDS: tuple[str, ...] = (
     "tree",
     "codeowners",
     "reconcile",
+    "impact",
     "simulate",
     "explain",
     "queue",

@@ -1,0 +1,124 @@
+"""``allot impact --base REV --head REV``: the simulated impact of a change to budgets/policies.
+
+Loads both revisions from git with pygit2 (no checkout: a bare or shallow CI clone with the
+base commit fetched is enough), validates them, diffs them structurally
+(:mod:`engine.impact.diff`), replays one trace under both through the simulator
+(:mod:`engine.impact.replay`) and prints the report (:mod:`engine.impact.report`): Markdown
+for a pull-request comment, or JSON. With ``--out DIR`` it also writes ``impact.md``,
+``impact.json`` and ``impact.png`` (the per-team chart) there.
+
+An invalid revision is a user error: its problems are printed as ``file:line:column`` lines
+(JSON with ``--format json``), ``impact.md``/``impact.json`` in ``--out`` carry the same error
+report for the CI comment, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.errors import UserError
+from engine.impact.diff import diff_configs
+from engine.impact.replay import DEFAULT_TRACE, ReplaySpec
+from engine.impact.report import error_json, error_markdown, render_json, render_markdown
+from engine.loader import load_config
+from engine.model import Config
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "impact",
+        help="simulated impact of a change between two git revisions (the PR dry-run)",
+        description="Diff budgets/ and policies/ between two git revisions and replay one trace "
+                    "under both through the simulator: who gains and who loses GPU-hours, how "
+                    "waits and preemptions move. Markdown for a PR comment, or JSON.",
+    )
+    parser.add_argument("--base", required=True, metavar="REV",
+                        help="the revision the change applies to (branch, tag, sha, HEAD~1)")
+    parser.add_argument("--head", default="HEAD", metavar="REV",
+                        help="the proposed revision (default: HEAD)")
+    parser.add_argument("--repo", default=".", metavar="PATH",
+                        help="git repository (or a directory inside one; bare works) (default: .)")
+    parser.add_argument("--trace", default=None, metavar="NAME|PATH",
+                        help=f"trace to replay: a bundled name (philly, helios) or a trace file "
+                             f"(default: {DEFAULT_TRACE})")
+    parser.add_argument("--days", type=_non_negative, default=7.0, metavar="N",
+                        help="simulated days to replay (default: 7; 0 = all of the trace)")
+    parser.add_argument("--start-day", type=_non_negative, default=None, metavar="D",
+                        help="start the replay this many days into the trace (default: day 28 of "
+                             "the default trace, as allot simulate; else past the trace's ramp-up)")
+    parser.add_argument("--mapping", default=None, metavar="FILE",
+                        help="YAML mapping of trace owners to budget leaves (default: the "
+                             "bundled trace's mapping.yaml when it fits the base tree, else "
+                             "derived by demand against the base tree)")
+    parser.add_argument("--demand-ratio", type=_non_negative, default=1.1, metavar="X",
+                        help="compress submissions so offered demand is X times the base capacity "
+                             "(default: 1.1 as allot simulate; 0 keeps the trace's own timing)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for contract draws (default: 0)")
+    parser.add_argument("--jobs", type=int, choices=(1, 2), default=2,
+                        help="simulate base and head in 2 processes at once, or 1 after the "
+                             "other (default: 2; results are identical)")
+    parser.add_argument("--no-replay", action="store_true",
+                        help="only the structural diff, no simulation")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="also write impact.md, impact.json and impact.png into DIR")
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                        help="what to print on stdout (default: markdown)")
+    parser.set_defaults(func=run)
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def _load(repo: str, rev: str, which: str, out: Path | None, fmt: str) -> Config:
+    try:
+        return load_config(repo, rev)
+    except UserError as err:
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "impact.md").write_text(error_markdown(which, rev, err.problems), encoding="utf-8")
+            (out / "impact.json").write_text(error_json(which, rev, err.problems), encoding="utf-8")
+        if fmt != "json":
+            print(f"allot impact: the {which} revision {rev} is invalid:", file=sys.stderr)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out) if args.out else None
+    base = _load(args.repo, args.base, "base", out, args.format)
+    head = _load(args.repo, args.head, "head", out, args.format)
+    base_rev = base.revision or args.base
+    head_rev = head.revision or args.head
+    diff = diff_configs(base, head)
+    replay = None
+    if not args.no_replay:
+        from engine.impact.replay import run_replay
+
+        spec = ReplaySpec(trace=args.trace, days=args.days or None, start_day=args.start_day,
+                          mapping=args.mapping, demand_ratio=args.demand_ratio or None,
+                          seed=args.seed, parallel=args.jobs > 1)
+        replay = run_replay(base, head, spec, log=lambda m: print(m, file=sys.stderr))
+    chart = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        if replay is not None:
+            from engine.impact.chart import write_chart
+
+            chart = write_chart(replay, out / "impact.png").name
+        (out / "impact.json").write_text(render_json(base_rev, head_rev, diff, replay), encoding="utf-8")
+        (out / "impact.md").write_text(render_markdown(base_rev, head_rev, diff, replay, chart),
+                                       encoding="utf-8")
+    if args.format == "json":
+        print(render_json(base_rev, head_rev, diff, replay))
+    else:
+        print(render_markdown(base_rev, head_rev, diff, replay, chart), end="")
+    return 0
+

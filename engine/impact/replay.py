@@ -1,0 +1,380 @@
+"""Replay one trace under both revisions through the simulator and compare the outcomes.
+
+The comparison is only meaningful if the two runs differ by nothing but the configuration,
+so the trace is prepared once per side from the *same* owner-to-leaf mapping:
+
+1. the trace is loaded (``--trace``: a bundled name such as ``philly`` or a file in the
+   documented trace format; default :data:`DEFAULT_TRACE`, the simulator's default) from a
+   start day: the one given, else for the default trace where the simulator's embedded
+   experiment starts (day 28 of Philly), else past the trace's ramp-up (:func:`ramp_up_day`);
+2. submit times are compressed so the offered demand is ``demand_ratio`` times the *base*
+   capacity (default 1.1 as in ``allot simulate``: queued demand then runs at 2-4x), and
+   ``days`` simulated days are cut (``days x factor`` days of trace time); the head replays
+   the same submissions, so a capacity change in the head shows as more or less headroom,
+   not as a different workload;
+3. the owner-to-leaf mapping is the one given (``--mapping``), else the bundled trace's own
+   ``mapping.yaml`` when every leaf it names exists in the base tree (as ``allot simulate``),
+   else derived from the window against the *base* tree
+   (:func:`engine.sim.prepare.derive_mapping`); owners whose leaf does not exist in the head
+   run there as unfunded work (the report says so);
+4. contracts are assigned per side with that side's policy (a min-runtime cap change changes
+   the contracts, as it would in the cluster); the draws are keyed by task id, so a task keeps
+   its resumable/unfunded coin flips on both sides.
+
+Both runs use the budget scheduler (``engine.core.decide``) and the same seed. Teams are the
+leaves of either tree; a team's "delivered" is the GPU-hours its jobs ran (funded or free)
+and "entitled" its allocation capped hour by hour by its demand, both as
+:mod:`engine.sim.metrics` computes them. The two runs are independent and deterministic, so
+they run in two forked processes when the machine has two cores (:func:`simulate_all`). Gainers/losers are teams whose delivered GPU-hours
+moved by at least ``MIN_CHANGE_GPU_H``, sorted by the size of the move.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+from engine.model import Config
+from engine.sim.trace import Trace
+
+DEFAULT_TRACE = "philly"
+RAMP_UP_SHARE = 0.01
+MIN_CHANGE_GPU_H = 0.05
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """What to replay: trace name or path, window, mapping, demand, seed."""
+
+    trace: str | None = None
+    days: float | None = None
+    start_day: float | None = None  # None: the default (see load_replay_trace)
+    mapping: str | None = None
+    demand_ratio: float | None = 1.1
+    seed: int = 0
+    parallel: bool = True  # run the two simulations in two processes
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A value before (base) and after (head); ``None`` where it does not exist."""
+
+    before: float | None
+    after: float | None
+
+    @property
+    def delta(self) -> float | None:
+        if self.before is None or self.after is None:
+            return None
+        return self.after - self.before
+
+
+@dataclass(frozen=True)
+class TeamImpact:
+    team: str
+    delivered: Pair  # GPU-hours charged to the team
+    entitled: Pair  # GPU-hours of allocation capped by demand
+    wait_p50: Pair  # seconds, the team's queue waits
+    wait_p90: Pair
+    preemptions: Pair
+
+    @property
+    def change(self) -> float:
+        return (self.delivered.after or 0.0) - (self.delivered.before or 0.0)
+
+
+@dataclass(frozen=True)
+class ClassWaits:
+    klass: str
+    p50: Pair
+    p90: Pair
+    jobs: Pair
+
+
+@dataclass(frozen=True)
+class ReplayImpact:
+    trace: str
+    tasks: int
+    horizon_s: float
+    capacity_gpus: Pair
+    demand_ratio: float | None
+    teams: tuple[TeamImpact, ...]  # every team, biggest gain first, biggest loss last
+    classes: tuple[ClassWaits, ...]
+    overall: Mapping[str, Pair]  # occupancy, preemptions, delivered totals, waits...
+    notes: tuple[str, ...] = ()
+    wall_s: float = 0.0
+
+    @property
+    def gainers(self) -> tuple[TeamImpact, ...]:
+        return tuple(t for t in self.teams if t.change >= MIN_CHANGE_GPU_H)
+
+    @property
+    def losers(self) -> tuple[TeamImpact, ...]:
+        return tuple(sorted((t for t in self.teams if t.change <= -MIN_CHANGE_GPU_H),
+                            key=lambda t: (t.change, t.team)))
+
+    def to_dict(self) -> dict[str, Any]:
+        def pair(p: Pair) -> dict[str, float | None]:
+            return {"before": p.before, "after": p.after, "delta": p.delta}
+
+        return {
+            "trace": self.trace, "tasks": self.tasks, "horizon_s": self.horizon_s,
+            "capacity_gpus": pair(self.capacity_gpus), "demand_ratio": self.demand_ratio,
+            "overall": {k: pair(v) for k, v in self.overall.items()},
+            "teams": [{"team": t.team, "change_gpu_h": t.change, "delivered_gpu_h": pair(t.delivered),
+                       "entitled_gpu_h": pair(t.entitled), "wait_p50_s": pair(t.wait_p50),
+                       "wait_p90_s": pair(t.wait_p90), "preemptions": pair(t.preemptions)}
+                      for t in self.teams],
+            "gainers": [t.team for t in self.gainers],
+            "losers": [t.team for t in self.losers],
+            "classes": [{"class": c.klass, "wait_p50_s": pair(c.p50), "wait_p90_s": pair(c.p90),
+                         "jobs": pair(c.jobs)} for c in self.classes],
+            "notes": list(self.notes), "wall_s": self.wall_s,
+        }
+
+
+# ------------------------------------------------------------------------------ running
+
+def load_replay_trace(spec: ReplaySpec):
+    """The trace named by ``spec`` (default :data:`DEFAULT_TRACE`), from its start day.
+
+    ``start_day`` None: for the default trace, where ``allot simulate``'s embedded experiment
+    starts; for any other trace, past its ramp-up (:func:`ramp_up_day`)."""
+    from engine.sim.importers import load_trace
+
+    trace = load_trace(spec.trace or DEFAULT_TRACE)
+    start = spec.start_day
+    if start is None and spec.trace is None:
+        start = default_start_day()
+    if start is None:
+        start = ramp_up_day(trace)
+    if start:
+        trace = trace.window(start * 86400.0, None).with_meta(start_day=start)
+    return trace
+
+
+def bundled_mapping(name: str):
+    """The ``mapping.yaml`` shipped beside a bundled trace (``None`` for other traces)."""
+    from engine.sim.importers import BUNDLED
+
+    if name not in BUNDLED:
+        return None
+    path = BUNDLED[name][1].parent / "mapping.yaml"
+    return path if path.exists() else None
+
+
+def _fits(mapping: Mapping[str, str | None], config: Config) -> bool:
+    """Whether every leaf a mapping names is a leaf of ``config``'s tree."""
+    leaves = set(config.tree.leaves())
+    return all(leaf is None or leaf in leaves for leaf in mapping.values())
+
+
+def default_start_day() -> float:
+    """Where the simulator's embedded default experiment starts its window of the default
+    trace (``allot simulate``'s ``DEFAULT["window"]``), in days."""
+    from engine.commands.simulate import DEFAULT
+    from engine.durations import parse_duration
+
+    return parse_duration(DEFAULT["window"].split(":")[0]) / 86400.0
+
+
+def ramp_up_day(trace) -> float:
+    """The whole day by which ``RAMP_UP_SHARE`` of the trace's jobs had been submitted.
+
+    Real traces often begin with days of near-silence while collection was being set up
+    (Philly's first 20 days hold 0.1% of its jobs); replaying those measures nothing."""
+    if not trace.tasks:
+        return 0.0
+    index = min(len(trace.tasks) - 1, int(RAMP_UP_SHARE * len(trace.tasks)))
+    return float(int(trace.tasks[index].submit // 86400.0))
+
+
+def window_for(trace, capacity_gpus: int, spec: ReplaySpec) -> tuple[Any, float]:
+    """Cut and compress the trace: returns (window of the trace, compression factor ``f``).
+
+    ``f`` is chosen on the rest of the trace (from the start day on) so that its offered
+    demand is ``demand_ratio`` times ``capacity_gpus`` (1 when no ratio is asked); the window
+    then covers ``days * f`` days of trace time, which compress to ``days`` simulated days.
+    When the trace ends earlier, the tail of the horizon has no submissions (a note says so).
+    """
+    from engine.sim.prepare import compression_for_ratio
+
+    factor = 1.0
+    if spec.demand_ratio:
+        factor = compression_for_ratio(trace, capacity_gpus, spec.demand_ratio)
+    if spec.days:
+        trace = trace.window(0.0, spec.days * 86400.0 * factor)
+    return trace, factor
+
+
+def run_replay(base: Config, head: Config, spec: ReplaySpec = ReplaySpec(),
+               log: Callable[[str], None] | None = None) -> ReplayImpact:
+    """Simulate the same trace under ``base`` and ``head`` and compare (module docstring)."""
+    from engine.sim.prepare import (capacity, compress, derive_mapping, load_mapping,
+                                    prepare_trace)
+
+    say = log or (lambda _m: None)
+    started = time.perf_counter()
+    raw = load_replay_trace(spec)
+    window, factor = window_for(raw, capacity(base), spec)
+    notes = []
+    bundled = bundled_mapping(spec.trace or DEFAULT_TRACE)
+    if spec.mapping:
+        mapping = load_mapping(spec.mapping)
+        notes.append(f"trace owners mapped to leaves by {spec.mapping}")
+    elif bundled and _fits(mapping := load_mapping(bundled), base):
+        notes.append(f"trace owners mapped to leaves by the bundled {bundled.parent.name}/{bundled.name}")
+    elif any(t.leaf is None for t in window.tasks):
+        mapping = derive_mapping(window, base.tree)
+        notes.append("trace owners mapped to leaves by demand against the base tree")
+    else:
+        mapping = None
+    head_mapping = mapping
+    if mapping is not None:
+        head_leaves = set(head.tree.leaves())
+        gone = sorted({leaf for leaf in mapping.values() if leaf and leaf not in head_leaves})
+        if gone:
+            head_mapping = {o: (None if leaf in gone else leaf) for o, leaf in mapping.items()}
+            notes.append(f"work mapped to {', '.join(gone)} (not a leaf in the head) runs "
+                         "unfunded in the head replay")
+    head_window = window
+    explicit_gone = sorted({t.leaf for t in window.tasks if t.leaf}
+                           - set(head.tree.leaves()))
+    if explicit_gone:  # the trace names leaves the head removed: that work runs unfunded
+        head_window = Trace.of((replace(t, leaf=None, min_runtime=0.0)
+                                if t.leaf in explicit_gone else t for t in window.tasks),
+                               window.failures, window.name, window.meta)
+        head_mapping = {**(head_mapping or {}), "*": None}
+        notes.append(f"jobs of {', '.join(explicit_gone)} (not a leaf in the head) run "
+                     "unfunded in the head replay")
+    if spec.days and raw.span < spec.days * 86400.0 * factor:
+        notes.append(f"the trace ends early: its submissions cover "
+                     f"{raw.span / 86400.0 / factor:.2f} of the {spec.days:g} simulated days")
+    jobs = []
+    for which, cfg, win, m in (("base", base, window, mapping),
+                               ("head", head, head_window, head_mapping)):
+        trace = prepare_trace(win, cfg, mapping=m, seed=spec.seed)
+        if factor != 1.0:
+            trace = compress(trace, factor)
+        say(f"allot impact: simulating {which} ({len(trace.tasks):,} jobs, "
+            f"{trace.meta.get('horizon', trace.span) / 86400.0:.1f} days, {capacity(cfg):,} GPUs)")
+        jobs.append((cfg, trace, spec.seed))
+    b, h = simulate_all(jobs, parallel=spec.parallel)
+    if factor != 1.0:
+        notes.append(f"submissions compressed {factor:.3g}× to reach demand "
+                     f"{spec.demand_ratio:g}× the base capacity")
+    return compare(b, h, trace_name=raw.name or str(spec.trace), demand_ratio=spec.demand_ratio,
+                   notes=tuple(notes), wall_s=time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the comparison needs from one simulation, as plain data (it crosses processes):
+    the simulator's stable summary, preemptions per team, jobs, horizon and capacity."""
+
+    summary: Mapping[str, Any]
+    preemptions: Mapping[str, int]
+    tasks: int
+    horizon_s: float
+    capacity_gpus: int
+
+
+def outcome_of(config: Config, trace: Trace, seed: int) -> RunOutcome:
+    from engine.sim.engine import simulate
+    from engine.sim.prepare import capacity
+
+    result = simulate(config, trace, "budget", seed=seed)
+    return RunOutcome(result.summary(), _preemptions_by_team(result), len(trace.tasks),
+                      result.horizon, capacity(config))
+
+
+_FORKED_JOBS: list[tuple[Config, Trace, int]] = []
+
+
+def _forked(index: int) -> RunOutcome:
+    return outcome_of(*_FORKED_JOBS[index])
+
+
+def simulate_all(jobs: list[tuple[Config, Trace, int]], parallel: bool = True) -> list[RunOutcome]:
+    """Run every ``(config, trace, seed)``; in parallel worker processes when asked and the
+    platform can fork (the inputs reach the workers through the fork, not pickling; only the
+    plain :class:`RunOutcome` comes back). Results are identical either way: each run is
+    deterministic and independent."""
+    if parallel and len(jobs) > 1 and (os.cpu_count() or 1) > 1 \
+            and "fork" in mp.get_all_start_methods():
+        _FORKED_JOBS[:] = jobs
+        try:
+            with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("fork")) as pool:
+                return list(pool.map(_forked, range(len(jobs))))
+        except (OSError, BrokenProcessPool):
+            pass  # no processes available: run here instead
+        finally:
+            _FORKED_JOBS.clear()
+    return [outcome_of(*job) for job in jobs]
+
+
+def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
+            demand_ratio: float | None = None, notes: tuple[str, ...] = (),
+            wall_s: float = 0.0) -> ReplayImpact:
+    """The per-team and cluster-wide comparison of the base and head runs."""
+    sb, sh = base.summary, head.summary
+    pre_b, pre_h = base.preemptions, head.preemptions
+    teams = []
+    for team in sorted(set(sb["teams"]) | set(sh["teams"])):
+        tb, th = sb["teams"].get(team), sh["teams"].get(team)
+        wb, wh = sb["waits"]["by_team"].get(team, {}), sh["waits"]["by_team"].get(team, {})
+        teams.append(TeamImpact(
+            team=team,
+            delivered=Pair(_get(tb, "delivered_gpu_h"), _get(th, "delivered_gpu_h")),
+            entitled=Pair(_get(tb, "entitled_gpu_h"), _get(th, "entitled_gpu_h")),
+            wait_p50=Pair(wb.get("p50_s"), wh.get("p50_s")),
+            wait_p90=Pair(wb.get("p90_s"), wh.get("p90_s")),
+            preemptions=Pair(pre_b.get(team, 0) if tb else None, pre_h.get(team, 0) if th else None)))
+    teams.sort(key=lambda t: (-t.change, t.team))
+    classes = []
+    for klass in sb["waits"]["by_class"]:
+        cb, ch = sb["waits"]["by_class"][klass], sh["waits"]["by_class"].get(klass, {})
+        if cb.get("n") or ch.get("n"):
+            classes.append(ClassWaits(klass, Pair(cb.get("p50_s"), ch.get("p50_s")),
+                                      Pair(cb.get("p90_s"), ch.get("p90_s")),
+                                      Pair(cb.get("n"), ch.get("n"))))
+
+    def both(fn) -> Pair:
+        return Pair(fn(sb), fn(sh))
+
+    overall = {
+        "offered_demand": both(lambda s: s["demand_ratio"]["offered"]),
+        "queued_demand": both(lambda s: s["demand_ratio"]["queued_mean"]),
+        "occupancy": both(lambda s: s["occupancy"]),
+        "unallocated_share": both(lambda s: s["unallocated_share"]),
+        "delivered_gpu_h": both(lambda s: s["gpu_hours"]["delivered"]),
+        "entitled_delivered": both(lambda s: s["entitlement"]["delivered_within_entitlement"]),
+        "teams_at_95": both(lambda s: s["entitlement"]["teams_at_95"]),
+        "preemptions": both(lambda s: s["preemptions"]),
+        "gpu_hours_lost": both(lambda s: s["gpu_hours"]["lost_to_preemption"]),
+        "wait_p50": both(lambda s: s["waits"]["overall"]["p50_s"]),
+        "wait_p90": both(lambda s: s["waits"]["overall"]["p90_s"]),
+        "debug_wait_p90": both(lambda s: s["waits"]["by_class"].get("debug", {}).get("p90_s")),
+    }
+    return ReplayImpact(
+        trace=trace_name, tasks=base.tasks, horizon_s=base.horizon_s,
+        capacity_gpus=Pair(base.capacity_gpus, head.capacity_gpus),
+        demand_ratio=demand_ratio, teams=tuple(teams), classes=tuple(classes), overall=overall,
+        notes=notes, wall_s=wall_s)
+
+
+def _get(team: Mapping[str, Any] | None, key: str) -> float | None:
+    return None if team is None else team.get(key)
+
+
+def _preemptions_by_team(result) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for rec in result.tasks.values():
+        if rec.preemptions and rec.leaf:
+            out[rec.leaf] = out.get(rec.leaf, 0) + rec.preemptions
+    return out

@@ -1,0 +1,302 @@
+"""The impact report: Markdown sized for a pull-request comment, its JSON twin, a PNG chart.
+
+Markdown layout (GitHub-flavoured; a PR comment holds at most 65,536 characters, and this
+report stays well under ``MAX_MARKDOWN`` by capping every table at ``MAX_ROWS`` rows with a
+"... and N more" line):
+
+1. a title with both revisions and a one-line verdict;
+2. the summary table: every team whose delivered GPU-hours moved (gainers first, then losers,
+   largest first) with its effective share before -> after, delivered and entitled
+   GPU-hours before -> after, and the change;
+3. cluster-wide figures before -> after (occupancy, preemptions, debug and overall waits);
+4. ``<details>`` folds: tree changes (leaves with share of parent, effective share and GPUs
+   per cluster; added / removed / moved nodes; owners; principals), policy changes, waits per
+   class, waits and deliveries per team, and how the replay was made.
+
+An invalid head (or base) gives :func:`error_markdown` instead: the ``file:line:column``
+problems in a code block, which is what the CI comment then shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from typing import Any, Iterable, Sequence
+
+from engine.errors import Problem
+from engine.impact.diff import ConfigDiff
+from engine.impact.replay import ReplayImpact, TeamImpact
+
+MAX_ROWS = 40
+MAX_MARKDOWN = 60000
+
+
+# ------------------------------------------------------------------------------ formatting
+
+def gpu_h(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
+
+
+def signed(value: float | None, fmt=gpu_h) -> str:
+    if value is None:
+        return "–"
+    if abs(value) < 0.05:
+        return "±0"
+    return ("+" if value > 0 else "−") + fmt(abs(value))
+
+
+def pct(fraction: float | None, digits: int = 2) -> str:
+    if fraction is None:
+        return "–"
+    return f"{100.0 * fraction:.{digits}f}%"
+
+
+def share(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}%"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "–"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def knob(key: str, value: Any) -> str:
+    if value is None:
+        return "–"
+    if key.endswith("_s") and isinstance(value, (int, float)):
+        return f"{duration(float(value))} ({value:g} s)"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "(none)"
+    return str(value)
+
+
+def arrow(before: str, after: str) -> str:
+    return before if before == after else f"{before} → {after}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], limit: int = MAX_ROWS) -> str:
+    rows = list(rows)
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows[:limit]]
+    if len(rows) > limit:
+        out.append(f"\n_… and {len(rows) - limit} more rows (see the JSON report)._")
+    return "\n".join(out)
+
+
+def _fold(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
+def _rev(rev: str | None) -> str:
+    return f"`{rev[:12]}`" if rev else "`?`"
+
+
+# ------------------------------------------------------------------------------ markdown
+
+def render_markdown(base_rev: str, head_rev: str, diff: ConfigDiff, replay: ReplayImpact | None,
+                    chart: str | None = None) -> str:
+    parts = [f"### Allot impact: {_rev(base_rev)} → {_rev(head_rev)}", "", _verdict(diff, replay), ""]
+    effective = {c.name: c for c in diff.leaves}
+    if replay is not None:
+        movers = list(replay.gainers) + list(replay.losers)
+        if movers:
+            parts.append(_table(
+                ("team", "effective share", "delivered GPU-h", "change", "entitled GPU-h"),
+                ((f"**{t.team}**" if t.team in effective else t.team,
+                  _share_cell(t.team, effective),
+                  arrow(gpu_h(t.delivered.before), gpu_h(t.delivered.after)),
+                  _change_cell(t),
+                  arrow(gpu_h(t.entitled.before), gpu_h(t.entitled.after))) for t in movers)))
+        else:
+            parts.append("No team's delivered GPU-hours moved in the replay.")
+        parts += ["", _overall_table(replay)]
+        if chart:
+            parts += ["", f"Chart of the per-team change: `{chart}` (workflow artifact)."]
+    elif diff.leaves:
+        parts.append(_leaf_table(diff))
+    details = _details(diff, replay)
+    if details:
+        parts += [""] + details
+    text = "\n".join(parts).rstrip() + "\n"
+    if len(text) > MAX_MARKDOWN:
+        text = text[:MAX_MARKDOWN] + "\n\n_(report cut at the comment size limit; see the JSON)_\n"
+    return text
+
+
+def _verdict(diff: ConfigDiff, replay: ReplayImpact | None) -> str:
+    bits = []
+    if diff.empty:
+        bits.append("No change to budgets or policies.")
+    else:
+        what = []
+        if diff.leaves:
+            what.append(f"{len(diff.leaves)} leaf allocation{'s' if len(diff.leaves) != 1 else ''} change")
+        for name, items in (("added", diff.added), ("removed", diff.removed), ("moved", diff.moved)):
+            if items:
+                what.append(f"{len(items)} node{'s' if len(items) != 1 else ''} {name}")
+        if diff.owners:
+            what.append(f"{len(diff.owners)} owner change{'s' if len(diff.owners) != 1 else ''}")
+        if diff.policy:
+            what.append(f"{len(diff.policy)} policy knob{'s' if len(diff.policy) != 1 else ''} change")
+        bits.append(", ".join(what).capitalize() + ".")
+    if replay is not None:
+        days = replay.horizon_s / 86400.0
+        ratio = f", demand {replay.demand_ratio:g}× capacity" if replay.demand_ratio else ""
+        bits.append(f"Replayed {days:.1f} days of `{replay.trace}` ({replay.tasks:,} jobs{ratio}) "
+                    f"under both revisions: {len(replay.gainers)} team(s) gain, "
+                    f"{len(replay.losers)} lose delivered GPU-hours.")
+    return " ".join(bits)
+
+
+def _share_cell(team: str, effective: dict) -> str:
+    change = effective.get(team)
+    if change is None:
+        return "unchanged"
+    return arrow(pct(change.effective_before), pct(change.effective_after))
+
+
+def _change_cell(t: TeamImpact) -> str:
+    base = t.delivered.before or 0.0
+    rel = f" ({t.change / base:+.1%})".replace("-", "−") if base > 0 else ""
+    return f"{signed(t.change)}{rel}"
+
+
+def _overall_table(replay: ReplayImpact) -> str:
+    labels = {
+        "offered_demand": ("offered demand / capacity", lambda v: "–" if v is None else f"{v:.2f}×"),
+        "queued_demand": ("mean queued demand / capacity", lambda v: "–" if v is None else f"{v:.2f}×"),
+        "occupancy": ("cluster occupancy", pct),
+        "unallocated_share": ("unallocated share of delivered", pct),
+        "delivered_gpu_h": ("delivered to teams (GPU-h)", gpu_h),
+        "entitled_delivered": ("entitled GPU-h delivered", pct),
+        "teams_at_95": ("teams at ≥ 95% of entitlement", lambda v: "–" if v is None else f"{v:.0f}"),
+        "preemptions": ("preemptions", lambda v: "–" if v is None else f"{v:,.0f}"),
+        "gpu_hours_lost": ("GPU-h lost to preemption", gpu_h),
+        "wait_p50": ("queue wait p50, all jobs", duration),
+        "wait_p90": ("queue wait p90, all jobs", duration),
+        "debug_wait_p90": ("queue wait p90, debug jobs", duration),
+    }
+    rows = []
+    for key, (label, fmt) in labels.items():
+        if key in replay.overall:
+            p = replay.overall[key]
+            rows.append((label, fmt(p.before), fmt(p.after)))
+    return _table(("cluster-wide", "before", "after"), rows)
+
+
+def _leaf_table(diff: ConfigDiff) -> str:
+    # clusters in the order the policy lists them (head first, then any the head removed)
+    clusters = list(dict.fromkeys(k for c in diff.leaves for k in (*c.gpus_after, *c.gpus_before)))
+    header = ("leaf", "parent", "share of parent", "effective share",
+              *(f"{k} GPUs" for k in clusters))
+    rows = []
+    for c in diff.leaves:
+        parent = arrow(c.parent_before or "–", c.parent_after or "–")
+        status = "" if c.status == "changed" else f" ({c.status})"
+        rows.append((f"{c.name}{status}", parent, arrow(share(c.share_before), share(c.share_after)),
+                     arrow(pct(c.effective_before), pct(c.effective_after)),
+                     *(arrow(_gpus(c.gpus_before.get(k)), _gpus(c.gpus_after.get(k))) for k in clusters)))
+    return _table(header, rows)
+
+
+def _gpus(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
+    out = []
+    tree = []
+    if diff.leaves and replay is not None:
+        tree.append(_leaf_table(diff))
+    for name, items in (("Added", diff.added), ("Removed", diff.removed)):
+        if items:
+            tree.append(f"**{name}:** " + ", ".join(f"`{n}`" for n in items))
+    if diff.moved:
+        tree.append(_table(("moved node", "parent before", "parent after"),
+                           ((m.name, m.parent_before or "–", m.parent_after or "–") for m in diff.moved)))
+    if diff.inner:
+        tree.append(_table(("inner node", "share of parent", "unallocated"),
+                           ((i.name, arrow(share(i.share_before), share(i.share_after)),
+                             arrow(share(i.unallocated_before), share(i.unallocated_after)))
+                            for i in diff.inner)))
+    for title, items in (("owners", diff.owners), ("principals", diff.principals)):
+        if items:
+            tree.append(_table(("node", f"{title} before", f"{title} after"),
+                               ((c.name, ", ".join(c.before) or "–", ", ".join(c.after) or "–")
+                                for c in items)))
+    if tree:
+        out.append(_fold(f"Budget tree changes ({len(diff.leaves)} leaves affected)", "\n\n".join(tree)))
+    if diff.policy:
+        out.append(_fold(f"Policy changes ({len(diff.policy)})", _table(
+            ("knob", "before", "after"),
+            ((f"`{k.key}`", knob(k.key, k.before), knob(k.key, k.after)) for k in diff.policy))))
+    if replay is not None:
+        if replay.classes:
+            out.append(_fold("Queue waits per class", _table(
+                ("class", "jobs", "wait p50", "wait p90"),
+                ((c.klass, arrow(_count(c.jobs.before), _count(c.jobs.after)),
+                  arrow(duration(c.p50.before), duration(c.p50.after)),
+                  arrow(duration(c.p90.before), duration(c.p90.after))) for c in replay.classes))))
+        out.append(_fold(f"Every team ({len(replay.teams)})", _table(
+            ("team", "delivered GPU-h", "change", "entitled GPU-h", "wait p50", "wait p90", "preemptions"),
+            ((t.team, arrow(gpu_h(t.delivered.before), gpu_h(t.delivered.after)), signed(t.change),
+              arrow(gpu_h(t.entitled.before), gpu_h(t.entitled.after)),
+              arrow(duration(t.wait_p50.before), duration(t.wait_p50.after)),
+              arrow(duration(t.wait_p90.before), duration(t.wait_p90.after)),
+              arrow(_count(t.preemptions.before), _count(t.preemptions.after)))
+             for t in sorted(replay.teams, key=lambda t: (-abs(t.change), t.team))))))
+        method = [f"- trace `{replay.trace}`, {replay.tasks:,} jobs over "
+                  f"{duration(replay.horizon_s)}; capacity "
+                  f"{arrow(_count(replay.capacity_gpus.before), _count(replay.capacity_gpus.after))} GPUs",
+                  "- the same jobs, owner-to-leaf mapping and seed on both sides; contracts follow "
+                  "each side's policy; the budget scheduler decides both runs",
+                  "- delivered = GPU-hours the team's jobs ran (funded or free); entitled = its "
+                  "allocation capped hour by hour by its demand (the simulator's metrics)",
+                  f"- simulated in {replay.wall_s:.1f} s"]
+        method += [f"- note: {n}" for n in replay.notes]
+        out.append(_fold("How this was computed", "\n".join(method)))
+    return out
+
+
+def _count(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
+def error_markdown(which: str, rev: str, problems: Sequence[Problem]) -> str:
+    lines = "\n".join(str(p) for p in problems)
+    return (f"### Allot impact: the {which} revision {_rev(rev)} is invalid\n\n"
+            f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; fix them and push "
+            f"again (run `allot validate` locally).\n\n```\n{lines}\n```\n")
+
+
+# ------------------------------------------------------------------------------ JSON
+
+def render_json(base_rev: str, head_rev: str, diff: ConfigDiff, replay: ReplayImpact | None) -> str:
+    doc = {"ok": True, "base": base_rev, "head": head_rev, "diff": diff.to_dict(),
+           "replay": replay.to_dict() if replay is not None else None}
+    return json.dumps(_finite(doc), indent=2, sort_keys=False)
+
+
+def error_json(which: str, rev: str, problems: Sequence[Problem]) -> str:
+    return json.dumps({"ok": False, "invalid": which, "revision": rev,
+                       "problems": [asdict(p) for p in problems]}, indent=2)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

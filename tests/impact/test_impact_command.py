@@ -1,0 +1,86 @@
+"""``allot impact`` on real git repositories built with pygit2: both revisions read without a
+checkout, the diff reported, an invalid head reported as file:line:column problems with
+exit status 1."""
+
+from __future__ import annotations
+
+import json
+
+import pygit2
+import pytest
+
+from engine.cli import main
+from tests.impact.gitrepo import commit, replace_in, shipped_files
+
+
+def test_diff_only_reports_the_moved_ten_points(shift_repo, capsys, tmp_path):
+    code = main(["impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                 "--head", shift_repo.head, "--no-replay", "--format", "json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["base"] == shift_repo.base and doc["head"] == shift_repo.head
+    leaves = {c["name"]: c for c in doc["diff"]["leaves"]}
+    assert set(leaves) == {"code-assistant", "agents"}
+    ca, ag = leaves["code-assistant"], leaves["agents"]
+    # applied is 30% of the lab: 35% -> 25% of applied is 10.5% -> 7.5% of the lab
+    assert (ca["share_before"], ca["share_after"]) == (35, 25)
+    assert ca["effective_before"] == pytest.approx(0.105)
+    assert ca["effective_after"] == pytest.approx(0.075)
+    assert ag["effective_after"] == pytest.approx(0.09)
+    assert ca["gpus_after"]["h100"] == pytest.approx(0.075 * 1024)
+    assert doc["diff"]["added"] == doc["diff"]["removed"] == doc["diff"]["moved"] == []
+    assert doc["replay"] is None
+
+
+def test_markdown_and_files_written_to_out(shift_repo, capsys, tmp_path):
+    out = tmp_path / "report"
+    code = main(["impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                 "--head", shift_repo.head, "--no-replay", "--out", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert text == (out / "impact.md").read_text()
+    assert text.startswith(f"### Allot impact: `{shift_repo.base[:12]}` → `{shift_repo.head[:12]}`")
+    assert "| code-assistant | applied | 35% → 25% | 10.50% → 7.50% | 107.5 → 76.8 | 9.2 → 6.6 |" in text
+    assert json.loads((out / "impact.json").read_text())["ok"] is True
+
+
+def test_bare_repository_with_branch_names(tmp_path, capsys):
+    repo = pygit2.init_repository(str(tmp_path / "bare.git"), bare=True)
+    files = shipped_files()
+    commit(repo, files, "base")
+    files = replace_in(files, "policies/scheduling.yaml", "lookback: 7d", "lookback: 3d")
+    commit(repo, files, "shorter lookback", ref="refs/heads/pr")
+    code = main(["impact", "--repo", str(tmp_path / "bare.git"), "--base", "main", "--head", "pr",
+                 "--no-replay", "--format", "json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["diff"]["policy"] == [{"key": "lookback_s", "before": 7 * 86400.0, "after": 3 * 86400.0}]
+    assert doc["diff"]["leaves"] == []
+
+
+def test_invalid_head_prints_located_problems_and_exits_1(shift_repo, tmp_path, capsys):
+    repo = pygit2.Repository(str(shift_repo.path))
+    files = shipped_files()
+    files = replace_in(files, "budgets/applied.yaml", "    - name: agents\n      share: 20",
+                       "    - name: agents\n      share: 21")
+    bad = commit(repo, files, "shares no longer sum to 100")
+    out = tmp_path / "report"
+    code = main(["impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                 "--head", bad, "--no-replay", "--out", str(out)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert f"the head revision {bad} is invalid" in err
+    lines = [l for l in err.splitlines() if l.startswith("budgets/applied.yaml:")]
+    assert lines and all(l.split(":")[1].isdigit() and l.split(":")[2].isdigit() for l in lines)
+    md = (out / "impact.md").read_text()
+    assert "is invalid" in md and lines[0] in md
+    doc = json.loads((out / "impact.json").read_text())
+    assert doc["ok"] is False and doc["invalid"] == "head"
+    assert doc["problems"][0]["file"] == "budgets/applied.yaml"
+
+
+def test_unknown_revision_is_a_user_error(shift_repo, capsys):
+    code = main(["impact", "--repo", str(shift_repo.path), "--base", "no-such-branch",
+                 "--head", shift_repo.head, "--no-replay"])
+    assert code == 1
+    assert "no-such-branch" in capsys.readouterr().err

@@ -46,7 +46,8 @@ from engine.core.fairshare import (outranked_after_charge, rank_leaves, still_ra
                                     subtree_leaves)
 from engine.core.ledger import rollup_usage
 from engine.core.placement import Pool, ShapeVerdicts
-from engine.core.preemption import Projection, RankSums, Victim, find_victims, make_victim
+from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
+                                    progress_lost)
 from engine.core.queue import Entry, build_queue, charged_leaf, is_debug
 from engine.core.reservation import Reservation, earliest_start, hold_nodes
 from engine.core.statuses import pending_status, running_status
@@ -70,28 +71,45 @@ class _Pass:
         self.node_actions, self.evictions, self.draining = drain(
             snapshot.nodes, snapshot.running, self.policy.drain, now)
         evicted = {p.workload_id for p in self.evictions}
+        # one pass over running work (the hot part of the set-up at simulator scale): GPUs used
+        # per node, charged leaf and rank, charge rate for the projection, victims (as
+        # ``make_victim`` builds them). Sums are accumulated in the same order as ``rate_of`` /
+        # ``Placement.gpus`` (same floats).
+        self.node_weight = {s.name: self.weights.get(s.cluster, 1.0) for s in snapshot.nodes}
+        nweight, ranks, unranked = self.node_weight, self.ranks, self.n + 1
+        grace, rule = self.policy.preemption_grace_s, self.policy.debug
         used: dict[str, int] = {}
-        for r in snapshot.running:
-            if r.workload.id not in evicted:
-                for n, g in r.placement.assignments:
-                    used[n] = used.get(n, 0) + g
-        self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain)
-        self.running = [r for r in snapshot.running if r.workload.id not in evicted]
-        self.node_weight = {n: self.weights.get(s.cluster, 1.0) for n, s in self.pool.all_nodes.items()}
-        self.proj = Projection(self.tree)
-        victims = []
+        self.running: list[Running] = []
         self.held: list[tuple[Running, str | None, int]] = []  # (running, charged leaf, rank)
-        for r in self.running:
-            leaf, _ = charged_leaf(r.workload, self.ranks)
-            rank = self.ranks[leaf].rank if leaf is not None else self.n + 1
+        charges: list[tuple[str, float, float]] = []  # (leaf, rate, protected seconds left)
+        victims = []
+        held_gpus = 0
+        for r in snapshot.running:
+            w = r.workload
+            if w.id in evicted:
+                continue
+            assignments = r.placement.assignments
+            gpus, rate = 0, 0
+            for n, g in assignments:
+                used[n] = used.get(n, 0) + g
+                gpus += g
+                rate = rate + g * nweight.get(n, 1.0)
+            held_gpus += gpus
+            c = w.contract
+            budget = c.budget  # charged_leaf: allocated and a leaf of this tree
+            leaf = budget if budget is not None and c.min_runtime_s > 0 and budget in ranks else None
+            rank = ranks[leaf].rank if leaf is not None else unranked
+            self.running.append(r)
             self.held.append((r, leaf, rank))
             if leaf is not None:
-                self.proj.add(leaf, self.rate_of(r.placement.assignments), r.protected_until - now)
+                charges.append((leaf, rate, r.protected_until - now))
             if now >= r.protected_until:
-                victims.append(make_victim(r, leaf, rank, now, self.policy.preemption_grace_s,
-                                           leaf is not None and is_debug(r.workload.contract,
-                                                                         self.policy.debug)))
-        self.victims = sorted(victims, key=lambda v: v.order)
+                victims.append(Victim(w.id, r, leaf, rank, progress_lost(r, now, grace), gpus,
+                                      dict(assignments), debug=leaf is not None and is_debug(c, rule)))
+        self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain)
+        self.proj = Projection(self.tree)
+        self.proj.add_all(charges)
+        self.victims = sorted(victims, key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
         self.by_node: dict[str, list[Victim]] = {}  # alive victims per node, in victim order
         self.vgpus: dict[str, int] = {}  # GPUs alive victims hold per node
         self.gpus_by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
@@ -102,7 +120,7 @@ class _Pass:
                 self.vgpus[n] = self.vgpus.get(n, 0) + g
             self.gpus_by_leaf[v.leaf] = self.gpus_by_leaf.get(v.leaf, 0) + v.gpus
             self.below.add(v.rank, v.gpus)
-        self.held_gpus = sum(r.placement.gpus for r in self.running)  # not yet preempted
+        self.held_gpus = held_gpus  # GPUs of running work not yet preempted
         self.gone: set[str] = set(evicted)  # preempted in this decision
         self._pingpong: dict[tuple, bool] = {}
         self._ok: dict[tuple, frozenset[str]] = {}

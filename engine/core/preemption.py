@@ -269,6 +269,35 @@ class Projection:
                         certain[n] = certain[n] + rate * min(protected_s, m)
         self.version += 1
 
+    def add_all(self, charges: Iterable[tuple[str, float, float]]) -> None:
+        """:meth:`add` for each ``(leaf, rate, protected_s)`` in order (same sums, one version
+        bump): how a decision loads its running work."""
+        if self._certain:  # nodes already summed must be kept up to date: the general path
+            for leaf, rate, seconds in charges:
+                self.add(leaf, rate, seconds)
+            return
+        rates, paths, protected, tree = self.rate, self.paths, self.protected, self.tree
+        under = self._under if self._under_len == len(protected) else None
+        for leaf, rate, seconds in charges:
+            path = paths.get(leaf)
+            if path is None:
+                path = paths[leaf] = tree.path(leaf)
+            for n in path:
+                rates[n] = rates.get(n, 0.0) + rate
+            if seconds > 0:
+                protected.append((path, rate, seconds))
+                if under is not None:  # grouped as ``protected_under`` would, in one walk
+                    run = (rate, seconds)
+                    for n in path:
+                        runs = under.get(n)
+                        if runs is None:
+                            under[n] = [run]
+                        else:
+                            runs.append(run)
+        if under is not None:
+            self._under_len = len(protected)
+        self.version += 1
+
     def remove(self, leaf: str, rate: float) -> None:
         """``leaf`` stops running ``rate`` of unprotected work (a victim)."""
         for n in self._path(leaf):

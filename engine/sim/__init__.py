@@ -35,6 +35,9 @@ Preparing a trace for a config (``engine.sim.prepare``)::
     derive_tree(trace, shares="equal"|"demand") -> BudgetTree      # one leaf per owner (leaf_name)
     compression_for_ratio(trace, capacity_gpus, ratio) -> float;  demand_ratio(trace, gpus)
     with_clusters(config, "h100:40,b200") -> Config                # restrict / resize clusters
+    cut(trace, start, end, warmup=0.0) -> Trace                    # window [start, end) of the
+        # trace plus `warmup` seconds before it, simulated but not measured (meta["measure_from"]);
+        # prepare_trace's demand ratio is then the measured window's, compression scales both
     horizon_of(trace) -> float                                     # meta["horizon"] or derived
     synthetic_trace(config, *, days=7, tasks=5000, demand_ratio_target=1.2, seed=0,
                     debug_share=0.3, large_share=0.01, failures_per_node_day=0.01) -> Trace
@@ -45,8 +48,10 @@ Running (``engine.sim.engine``, ``engine.sim.experiment``)::
              horizon=None, options=SimOptions(), progress=None) -> SimResult
         # trace must be prepared (every task has min_runtime and resumable set).
         # progress: callable(sim_now, horizon) or None.
-    SimOptions(checkpoint_loss_s=300, restart_overhead_s=120, cadence="watch"|"interval"|"event")
+    SimOptions(checkpoint_loss_s=300, restart_overhead_s=120, cadence="watch"|"interval"|"event",
+               wall_limit_s=None)
         # watch (default): passes as the reconciler runs them (engine.sim.engine docstring)
+        # wall_limit_s (benchmarks): stop after that many wall seconds, horizon = where it got
     run_experiment(config, trace, schedulers=("budget", "legacy"), seed=0, ...) -> Experiment
         # Experiment.results: dict[name, SimResult]; .summary() -> dict (stable keys)
     write_report(experiment, outdir, pictures=True) -> list[Path]
@@ -66,6 +71,10 @@ Results (``engine.sim.result``, ``engine.sim.metrics``)::
         .events: list[Event]              # (time, kind, task|node, detail): submit, start,
                                           # preempt, complete, reject, fail, repair, cordon, drained
         .decide_calls: int, .wall_s: float
+        .measure_from: float              # end of the warm-up (0 without); metrics cover
+                                          # [measure_from, horizon]; .charged_before: charges
+                                          # of the warm-up; .preempt_log: (time, GPU-s lost)
+        .truncated: bool                  # stopped by SimOptions.wall_limit_s
         .metrics() -> Metrics             # cached
         .summary() -> dict                # stable keys, see engine.sim.metrics.SUMMARY_KEYS
         .decide_s: seconds inside the scheduler, .sim_events: events processed
@@ -74,7 +83,9 @@ Results (``engine.sim.result``, ``engine.sim.metrics``)::
     Metrics (.summary dict, .hours, .capacity_h, .delivered_h/.entitled_h/.demand_h per team
         as hourly numpy arrays of GPU-hours, .waits_by_class): waits (overall / per class / per team: p50, p90, p99, n, censored),
         preemptions, gpu_hours_lost, occupancy, unallocated_share, per team entitled vs delivered
-        GPU-hours, teams_at_95, hourly series (capacity, delivered and entitled per team).
+        GPU-hours, teams_at_95, hourly series (capacity, delivered and entitled per team),
+        measured_s ([start, end] of the measured window), demand_ratio (offered, queued_mean,
+        queued_min, hours_below_capacity).
 
 Command: ``allot simulate`` (``engine.commands.simulate``).
 """
@@ -84,7 +95,7 @@ from __future__ import annotations
 from engine.sim.engine import SimOptions, SimulationError, simulate  # noqa: E402
 from engine.sim.experiment import Experiment, run_experiment  # noqa: E402
 from engine.sim.importers import load_trace  # noqa: E402
-from engine.sim.prepare import (ContractRules, compression_for_ratio, demand_ratio,  # noqa: E402
+from engine.sim.prepare import (ContractRules, compression_for_ratio, cut, demand_ratio,  # noqa: E402
                                 derive_mapping, derive_tree, load_mapping, prepare_trace,
                                 with_clusters)
 from engine.sim.result import Event, Segment, SimResult, TaskRecord  # noqa: E402

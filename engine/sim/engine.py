@@ -79,6 +79,9 @@ class SimOptions:
     checkpoint_loss_s: float = 300.0
     restart_overhead_s: float = 120.0
     cadence: str = "watch"
+    # benchmarks only: stop after this many wall-clock seconds, the horizon cut to the
+    # instant reached (``SimResult.truncated``); a cut run is not reproducible
+    wall_limit_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.cadence not in CADENCES:
@@ -179,6 +182,12 @@ class _Sim:
         self.decide_calls = 0
         self.decide_s = 0.0
         self.nevents = 0
+        # a warm-up (engine.sim.prepare.cut): metrics cover [measure_from, horizon]
+        self.measure_from = min(max(0.0, float(trace.meta.get("measure_from", 0.0))), self.horizon)
+        self.measuring = False
+        self.charged_before: dict[str, float] = {}
+        self.preempt_log: list[tuple[float, float]] = []  # (time, GPU-seconds lost)
+        self.truncated = False  # stopped by SimOptions.wall_limit_s
 
     # ------------------------------------------------------------------ events
 
@@ -202,8 +211,11 @@ class _Sim:
         heap = self.heap
         meter = self.meter
         report_every = 2000
+        limit = self.opt.wall_limit_s
         while heap and heap[0][0] < self.horizon:
             now = heap[0][0]
+            if not self.measuring and now >= self.measure_from:
+                self.start_measuring()
             meter.advance(now)
             passed = False
             self.at_instant = 0
@@ -225,6 +237,14 @@ class _Sim:
             if self.progress and self.nevents >= report_every:
                 report_every = self.nevents + 2000
                 self.progress(now, self.horizon)
+            if limit is not None and _time.perf_counter() - wall0 > limit:
+                nxt = heap[0][0] if heap else self.horizon
+                if nxt < self.horizon:
+                    self.horizon, self.truncated = nxt, True
+                    self.measure_from = min(self.measure_from, nxt)
+                break
+        if not self.measuring:
+            self.start_measuring()
         meter.advance(self.horizon)
         for leaf in list(self.rate):
             self.set_rate(leaf, self.horizon, 0.0)
@@ -236,6 +256,15 @@ class _Sim:
         if self.progress:
             self.progress(self.horizon, self.horizon)
         return self.result(_time.perf_counter() - wall0)
+
+    def start_measuring(self) -> None:
+        """The warm-up ends: idle accounting restarts and charges so far are set aside."""
+        w = self.measure_from
+        self.meter.advance(w)
+        self.meter.reset()
+        self.charged_before = {leaf: c + self.rate.get(leaf, 0.0) * (w - self.rate_since.get(leaf, w))
+                               for leaf, c in self.charged.items()}
+        self.measuring = True
 
     def handle(self, now: float, kind: int, key: str, seq: int, by_id: dict[str, Task]) -> bool:
         """Apply one event; return True when it may change the scheduler's decision."""
@@ -331,7 +360,8 @@ class _Sim:
                 self.pending = dict(items)
                 self.pending_sorted = True
             self.cache_pending = tuple(self.pending.values())
-        return Snapshot(self.cache_nodes, self.cache_running, self.cache_pending, self.usage(now))
+        usage = self.usage(now) if self.sched.uses_usage else {}
+        return Snapshot(self.cache_nodes, self.cache_running, self.cache_pending, usage)
 
     def decide(self, now: float) -> None:
         self.last_pass = now
@@ -406,6 +436,7 @@ class _Sim:
         else:
             st.remaining -= kept
         st.lost += (elapsed - kept) * task.gpus
+        self.preempt_log.append((now, (elapsed - kept) * task.gpus))
         st.preemptions += 1
         self.close(st, now, preempted=True)
         self.log(now, "preempt", task.id, f"by {a.preemptor or '-'}: {a.reason}")
@@ -493,7 +524,9 @@ class _Sim:
         self.segments.sort(key=lambda s: (s.start, s.task, s.end))
         return SimResult(self.sched.name, self.config, self.trace, self.horizon, records,
                          self.segments, self.events, fails, self.charged, self.decide_calls,
-                         self.nevents, wall, self.decide_s, idle=self.meter.summary())
+                         self.nevents, wall, self.decide_s, idle=self.meter.summary(),
+                         measure_from=self.measure_from, charged_before=self.charged_before,
+                         preempt_log=self.preempt_log, truncated=self.truncated)
 
 
 def _shape(wl: Workload) -> tuple[int, int, str | None]:

@@ -35,6 +35,7 @@ class Experiment:
             "tasks": len(self.trace.tasks),
             "node_failures": len(self.trace.failures),
             "window_s": list(meta["window"]) if meta.get("window") else None,
+            "warmup_s": float(meta.get("warmup", 0.0)),
             "compression": meta.get("compression", 1.0),
             "horizon_s": round(float(next(iter(self.results.values())).horizon), 3)
             if self.results else None,

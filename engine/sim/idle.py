@@ -147,6 +147,10 @@ class IdleMeter:
                 used += _fill_gang(free, nodes, self.group, gpp, pods, count)
         return used
 
+    def reset(self) -> None:
+        """Forget the GPU-time accumulated so far (the end of a warm-up)."""
+        self.totals = dict.fromkeys(BUCKETS, 0.0)
+
     def summary(self) -> dict[str, float]:
         return dict(self.totals)
 

@@ -18,8 +18,14 @@
   ``fragmentation``, ``lag``, ``reserved`` (idle healthy GPUs, by why) and ``unhealthy`` (nodes
   out of service), each with its share of capacity; ``busy / (capacity - unhealthy)`` is the
   occupancy.
-* **Demand ratio**: ``offered`` is the trace's GPU-time inside the horizon over capacity;
-  ``queued_mean`` the time-average of (GPUs asked by queued and running work) / capacity.
+* **Demand ratio**: ``offered`` is the GPU-time the window's submissions would use inside it
+  (if started at once) over capacity; ``queued_mean`` / ``queued_min`` the mean and the lowest
+  hourly value of (GPUs asked by queued and running work) / healthy capacity, and
+  ``hours_below_capacity`` the share of hours where that was below 1 (demand did not fill the
+  cluster: no scheduler could keep it full then).
+* **Measured window**: with a warm-up (:func:`engine.sim.prepare.cut`) every figure covers
+  ``measured_s = [measure_from, horizon]`` only: waits of tasks submitted in it, GPU-time,
+  demand, charges, preemptions and idle time inside it; hour 0 of the series is its start.
 
 ``SUMMARY_KEYS`` lists the top-level keys of ``summary``; they never change meaning.
 """
@@ -36,7 +42,7 @@ from engine.sim.entitlement import entitlement, hourly_integral
 from engine.sim.prepare import capacity as config_capacity, demand_ratio
 from engine.sim.trace import CLASSES
 
-SUMMARY_KEYS = ("scheduler", "horizon_s", "tasks", "waits", "preemptions", "gpu_hours",
+SUMMARY_KEYS = ("scheduler", "horizon_s", "measured_s", "tasks", "waits", "preemptions", "gpu_hours",
                 "occupancy", "unallocated_share", "demand_ratio", "entitlement", "teams",
                 "drain", "decide_calls", "idle")
 NO_LEAF = "(none)"
@@ -75,26 +81,36 @@ class Metrics:
     waits_by_class: dict[str, np.ndarray]
 
 
-def _healthy_intervals(result) -> dict[str, list[tuple[float, float]]]:
+def _healthy_intervals(result, lo: float) -> dict[str, list[tuple[float, float]]]:
+    """Per node, its out-of-service intervals clipped to the measured window [lo, horizon]."""
     out: dict[str, list[tuple[float, float]]] = {}
     for node, failed, _empty, repaired in result.failures:
-        out.setdefault(node, []).append((failed, result.horizon if repaired is None else repaired))
+        a, b = max(failed, lo), result.horizon if repaired is None else repaired
+        if b > a:
+            out.setdefault(node, []).append((a, b))
     return out
 
 
 def compute_metrics(result) -> Metrics:
+    """Metrics over the measured window ``[result.measure_from, result.horizon]``: a warm-up
+    before it (:func:`engine.sim.prepare.cut`) fills the cluster, the queue and the ledger but is
+    not measured: its tasks' waits are not counted, GPU-time and demand are clipped to the
+    window, and hour 0 of the series starts at ``measure_from``."""
     horizon = result.horizon
+    lo = float(getattr(result, "measure_from", 0.0) or 0.0)
+    span = horizon - lo
     tree = result.config.tree
-    hours = max(1, math.ceil(horizon / 3600.0 - 1e-9))
+    hours = max(1, math.ceil(span / 3600.0 - 1e-9))
     cap_gpus = config_capacity(result.config)
     gpn = {f"{c.name}-n{i:04d}": c.gpus_per_node for c in result.config.policy.clusters
            for i in range(c.nodes)}
-    down = _healthy_intervals(result)
+    down = _healthy_intervals(result, lo)
+    recs = [r for r in result.tasks.values() if r.submit >= lo]  # submitted in the window
 
     # -------------------------------------------------------------- waits
     groups: dict[tuple[str, str], list[float]] = {}
     cens: dict[tuple[str, str], int] = {}
-    for rec in result.tasks.values():
+    for rec in recs:
         if rec.state == "rejected" and rec.first_start is None:
             continue
         w = rec.wait if rec.first_start is not None else horizon - rec.submit
@@ -110,9 +126,9 @@ def compute_metrics(result) -> Metrics:
                          for (kind, t), v in sorted(groups.items()) if kind == "team"}}
 
     # -------------------------------------------------------------- GPU time
-    segs = result.segments
+    segs = [s for s in result.segments if s.end > lo]
     n = len(segs)
-    s_start = np.fromiter((s.start for s in segs), float, n)
+    s_start = np.fromiter((max(s.start, lo) for s in segs), float, n)
     s_end = np.fromiter((s.end for s in segs), float, n)
     s_gpus = np.fromiter((s.gpu_count for s in segs), float, n)
     s_alloc = np.fromiter((s.allocated for s in segs), bool, n)
@@ -128,33 +144,39 @@ def compute_metrics(result) -> Metrics:
         for s in segs:
             for node, idx in s.gpus:
                 for a, b in down.get(node, ()):
-                    busy_unhealthy += max(0.0, min(b, s.end) - max(a, s.start)) * len(idx)
-    healthy_gpu_s = cap_gpus * horizon - down_total
+                    busy_unhealthy += max(0.0, min(b, s.end) - max(a, s.start, lo)) * len(idx)
+    healthy_gpu_s = cap_gpus * span - down_total
     occupancy = (delivered - busy_unhealthy) / healthy_gpu_s if healthy_gpu_s > 0 else 0.0
-    lost = sum(r.gpu_s_lost for r in result.tasks.values())
-    preemptions = sum(r.preemptions for r in result.tasks.values())
+    plog = [(t, x) for t, x in getattr(result, "preempt_log", None) or () if t >= lo]
+    if plog or lo > 0:
+        lost, preemptions = sum(x for _, x in plog), len(plog)
+    else:  # no preemption in the log, or a result built without one: per-task totals
+        lost = sum(r.gpu_s_lost for r in result.tasks.values())
+        preemptions = sum(r.preemptions for r in result.tasks.values())
 
     # -------------------------------------------------------------- hourly series
-    down_s = np.array([a for sp in down.values() for a, _ in sp], float)
-    down_e = np.array([b for sp in down.values() for _, b in sp], float)
+    down_s = np.array([a - lo for sp in down.values() for a, _ in sp], float)
+    down_e = np.array([b - lo for sp in down.values() for _, b in sp], float)
     down_w = np.array([gpn.get(nd, 0) for nd, sp in down.items() for _ in sp], float)
     capacity_h = np.full(hours, cap_gpus * 1.0)
-    capacity_h[-1] = cap_gpus * (horizon - (hours - 1) * 3600.0) / 3600.0
+    capacity_h[-1] = cap_gpus * (span - (hours - 1) * 3600.0) / 3600.0
     capacity_h -= hourly_integral(down_s, down_e, down_w, hours)
     leaves = list(tree.leaves())
     seg_leaf = np.array([s.leaf or NO_LEAF for s in segs], object)
-    recs = [r for r in result.tasks.values()]
-    r_leaf = np.array([r.leaf or NO_LEAF for r in recs], object)
-    r_sub = np.fromiter((r.submit for r in recs), float, len(recs))
-    r_end = np.fromiter((horizon if r.end is None else r.end for r in recs), float, len(recs))
-    r_gpus = np.fromiter((r.gpus for r in recs), float, len(recs))
+    live = [r for r in result.tasks.values() if r.end is None or r.end > lo]  # demand in window
+    r_leaf = np.array([r.leaf or NO_LEAF for r in live], object)
+    r_sub = np.fromiter((max(r.submit, lo) - lo for r in live), float, len(live))
+    r_end = np.fromiter((horizon - lo if r.end is None else r.end - lo for r in live), float, len(live))
+    r_gpus = np.fromiter((r.gpus for r in live), float, len(live))
     delivered_h, demand_h = {}, {}
     for leaf in leaves:
         m = seg_leaf == leaf
-        delivered_h[leaf] = hourly_integral(s_start[m], s_end[m], s_gpus[m], hours)
+        delivered_h[leaf] = hourly_integral(s_start[m] - lo, s_end[m] - lo, s_gpus[m], hours)
         m = r_leaf == leaf
         demand_h[leaf] = hourly_integral(r_sub[m], r_end[m], r_gpus[m], hours)
     entitled_h = entitlement(tree, capacity_h, demand_h)
+    before = getattr(result, "charged_before", None) or {}
+    charged = {leaf: c - before.get(leaf, 0.0) for leaf, c in result.charged.items()}
     teams: dict[str, Any] = {}
     ok = enough_n = 0
     worst = None
@@ -167,7 +189,7 @@ def compute_metrics(result) -> Metrics:
         ratio = dlv / ent if ent > 0 else None
         teams[leaf] = {"share": _r(share, 6), "demand_gpu_h": _r(demand_h[leaf].sum(), 2),
                        "entitled_gpu_h": _r(ent, 2), "delivered_gpu_h": _r(dlv, 2),
-                       "charged_gpu_h": _r(result.charged.get(leaf, 0.0) / 3600.0, 2),
+                       "charged_gpu_h": _r(charged.get(leaf, 0.0) / 3600.0, 2),
                        "ratio": None if ratio is None else _r(ratio), "enough_demand": enough}
         ent_total += ent
         deliv_capped += min(dlv, ent)
@@ -176,37 +198,56 @@ def compute_metrics(result) -> Metrics:
             ok += ratio >= 0.95
             worst = ratio if worst is None else min(worst, ratio)
     queued = sum(demand_h.values(), np.zeros(hours))
+    fails = [f for f in result.failures if f[1] >= lo]
+    full = capacity_h > 1e-9
+    full[-1] = full[-1] and capacity_h[-1] >= 0.5 * cap_gpus  # a short last hour is no sample
+    qratio = (queued[full] / capacity_h[full]) if full.any() else np.zeros(1)
     summary = {
         "scheduler": result.scheduler,
         "horizon_s": _r(horizon, 3),
-        "tasks": {"submitted": len(result.tasks),
+        "measured_s": [_r(lo, 3), _r(horizon, 3)],
+        "tasks": {"submitted": len(recs),
                   "started": sum(r.first_start is not None for r in recs),
                   "completed": sum(r.state == "done" for r in recs),
                   "rejected": sum(r.state == "rejected" for r in recs),
                   "killed": sum(r.state == "killed" for r in recs)},
         "waits": waits,
         "preemptions": preemptions,
-        "gpu_hours": {"capacity": _r(cap_gpus * horizon / 3600.0, 2),
+        "gpu_hours": {"capacity": _r(cap_gpus * span / 3600.0, 2),
                       "healthy": _r(healthy_gpu_s / 3600.0, 2),
                       "delivered": _r(delivered / 3600.0, 2),
                       "unallocated": _r(unalloc / 3600.0, 2),
                       "lost_to_preemption": _r(lost / 3600.0, 2),
-                      "charged": _r(sum(result.charged.values()) / 3600.0, 2)},
+                      "charged": _r(sum(charged.values()) / 3600.0, 2)},
         "occupancy": _r(occupancy),
         "unallocated_share": _r(unalloc / delivered if delivered else 0.0),
-        "demand_ratio": {"offered": _r(demand_ratio(result.trace, cap_gpus)),
-                         "queued_mean": _r(float((queued / np.maximum(capacity_h, 1e-9)).mean()))},
+        "demand_ratio": {"offered": _r(_offered(result.trace, lo, horizon, cap_gpus)),
+                         "queued_mean": _r(float(qratio.mean())),
+                         "queued_min": _r(float(qratio.min())),
+                         "hours_below_capacity": _r(float((qratio < 1.0 - 1e-9).mean()))},
         "entitlement": {"entitled_gpu_h": _r(ent_total, 2),
                         "delivered_within_entitlement": _r(deliv_capped / ent_total if ent_total else 0.0),
                         "teams_with_enough_demand": enough_n, "teams_at_95": ok,
                         "worst_ratio": None if worst is None else _r(worst)},
         "teams": teams,
-        "drain": {"failures": len(result.failures),
-                  "mean_drain_s": _r(np.mean([e - f for _, f, e, _ in result.failures if e is not None])
-                                     if any(e is not None for _, _, e, _ in result.failures) else 0.0, 1),
-                  "repaired": sum(r is not None for *_, r in result.failures)},
+        "drain": {"failures": len(fails),
+                  "mean_drain_s": _r(np.mean([e - f for _, f, e, _ in fails if e is not None])
+                                     if any(e is not None for _, _, e, _ in fails) else 0.0, 1),
+                  "repaired": sum(r is not None for *_, r in fails)},
         "decide_calls": result.decide_calls,
-        "idle": idle_summary(result.idle, cap_gpus * horizon),
+        "idle": idle_summary(result.idle, cap_gpus * span),
     }
     wbc = {k: np.asarray(groups.get(("class", k), []), float) for k in CLASSES}
     return Metrics(summary, hours, capacity_h, delivered_h, entitled_h, demand_h, wbc)
+
+
+def _offered(trace, lo: float, horizon: float, cap_gpus: int) -> float:
+    """GPU-time the window's submissions would use inside it if started at once, over capacity
+    (:func:`engine.sim.prepare.demand_ratio`, restricted to the measured window)."""
+    if lo <= 0:
+        return demand_ratio(trace, cap_gpus)
+    span = horizon - lo
+    if span <= 0 or cap_gpus <= 0:
+        return 0.0
+    return sum(t.gpus * min(t.runtime, horizon - t.submit) for t in trace.tasks
+               if lo <= t.submit < horizon) / (span * cap_gpus)

@@ -37,9 +37,10 @@ def team_colors(leaves: Sequence[str]) -> dict[str, tuple]:
 
 
 def gantt_window(result, hours: float = 48.0) -> tuple[float, float]:
-    """A default window: ``hours`` ending at the horizon, or the whole run if shorter."""
+    """A default window: ``hours`` ending at the horizon, or the whole measured window (after
+    any warm-up) if shorter."""
     end = result.horizon
-    return max(0.0, end - hours * 3600.0), end
+    return max(float(getattr(result, "measure_from", 0.0) or 0.0), end - hours * 3600.0), end
 
 
 def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Path:
@@ -110,19 +111,20 @@ def plot_usage(results: Sequence, path: Path) -> Path:
     cols = 4
     nrows = (len(leaves) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.3 * nrows), squeeze=False)
+    k = 1 if ref.hours <= 96 else 6  # hourly points for runs of up to 4 days
     for i, leaf in enumerate(leaves):
         ax = axes[i // cols][i % cols]
-        t = np.arange(len(_bins(ref.entitled_h[leaf]))) * 6.0
-        ax.fill_between(t, _bins(ref.entitled_h[leaf]), step="post", color="0.85", label="entitled")
+        t = np.arange(len(_bins(ref.entitled_h[leaf], k))) * float(k)
+        ax.fill_between(t, _bins(ref.entitled_h[leaf], k), step="post", color="0.85", label="entitled")
         for res in results:
-            ax.step(t, _bins(res.metrics().delivered_h[leaf]), where="post", label=res.scheduler,
+            ax.step(t, _bins(res.metrics().delivered_h[leaf], k), where="post", label=res.scheduler,
                     linewidth=1)
         ax.set_title(f"{leaf} ({config.tree.effective_share(leaf):.1%})", fontsize=8)
         ax.tick_params(labelsize=6)
     for j in range(len(leaves), nrows * cols):
         axes[j // cols][j % cols].axis("off")
     axes[0][0].legend(fontsize=6)
-    fig.supxlabel("hours (6-hour means)")
+    fig.supxlabel("hours of the measured window" + (" (6-hour means)" if k > 1 else ""))
     fig.supylabel("GPUs")
     fig.tight_layout()
     fig.savefig(path, dpi=80, metadata=_META)

@@ -225,12 +225,15 @@ def compression_for_ratio(trace: Trace, capacity_gpus: int, ratio: float) -> flo
 
 
 def compress(trace: Trace, factor: float) -> Trace:
-    """Submit and failure times divided by ``factor``; runtimes unchanged."""
+    """Submit and failure times divided by ``factor``; runtimes unchanged (the end of a
+    warm-up, ``meta["measure_from"]``, too)."""
     horizon = horizon_of(trace) / factor
     tasks = [replace(t, submit=t.submit / factor) for t in trace.tasks]
     fails = [replace(f, time=f.time / factor) for f in trace.failures]
     meta = {**trace.meta, "horizon": horizon,
             "compression": float(trace.meta.get("compression", 1.0)) * factor}
+    if trace.meta.get("measure_from"):
+        meta["measure_from"] = float(trace.meta["measure_from"]) / factor
     return Trace.of(tasks, fails, trace.name, meta)
 
 
@@ -277,7 +280,26 @@ def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | N
     out = Trace.of(tasks, trace.failures, trace.name,
                    {**trace.meta, "horizon": horizon_of(trace), "seed": seed})
     if demand_ratio_target is not None:
-        out = compress(out, compression_for_ratio(out, capacity(config), demand_ratio_target))
+        basis = out  # the ratio is the measured window's: a warm-up before it does not count
+        if out.meta.get("measure_from"):
+            basis = out.window(float(out.meta["measure_from"]), horizon_of(out))
+        out = compress(out, compression_for_ratio(basis, capacity(config), demand_ratio_target))
+    return out
+
+
+def cut(trace: Trace, start: float, end: float | None, warmup: float = 0.0) -> Trace:
+    """The window ``[start, end)`` of ``trace`` (seconds from its start), preceded by a
+    *warm-up* of ``warmup`` seconds of the trace before it (clipped at the trace's start).
+
+    The warm-up is simulated like the rest, so the measured window opens on a cluster that is
+    already full, a queue already standing and a ledger already charged, as a reconciler that
+    has been running finds them; the metrics (:func:`engine.sim.metrics.compute_metrics`)
+    cover only ``[meta["measure_from"], horizon)``. Times are shifted so the warm-up starts at
+    0; a window cut without warm-up is ``Trace.window``."""
+    lead = min(max(0.0, warmup), start)
+    out = trace.window(start - lead, end)
+    if lead > 0:
+        out = out.with_meta(measure_from=lead, window=[start, end], warmup=lead)
     return out
 
 

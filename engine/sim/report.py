@@ -62,6 +62,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     add("preemptions", lambda s: str(s["preemptions"]))
     add("GPU-h lost to preemption", lambda s: f"{s['gpu_hours']['lost_to_preemption']:.0f}")
     add("queued demand / capacity", lambda s: f"{s['demand_ratio']['queued_mean']:.2f}x")
+    add("  lowest hour", lambda s: f"{s['demand_ratio'].get('queued_min', 0.0):.2f}x")
     add("scheduling passes", lambda s: str(s["decide_calls"]))
     return rows
 
@@ -77,14 +78,25 @@ def text_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def first_measured(summary: dict[str, Any]) -> float:
+    """Where the measured window starts (0 without a warm-up)."""
+    for s in summary["schedulers"].values():
+        return float(s.get("measured_s", [0.0])[0])
+    return 0.0
+
+
 def markdown(summary: dict[str, Any]) -> str:
     exp = summary["experiment"]
     names = list(summary["schedulers"])
     cfg = exp["config"]
     out = [f"# Simulation report: {exp['trace']}", "",
            f"- Trace: **{exp['trace']}**, {exp['tasks']} tasks, {exp['node_failures']} node failures,"
-           f" window {exp['window_s'] or 'whole trace'}, time compression x{exp['compression']:g},"
-           f" simulated horizon {fmt_s(exp['horizon_s'])}.",
+           f" window {exp['window_s'] or 'whole trace'} (trace seconds), time compression"
+           f" x{exp['compression']:g}, simulated horizon {fmt_s(exp['horizon_s'])}"
+           + (f", of which the first {fmt_s(first_measured(summary))} are a warm-up of"
+              f" {fmt_s(exp.get('warmup_s') or 0.0)} of trace before the window: simulated (it"
+              f" fills the cluster, the queue and the ledger) but not measured."
+              if first_measured(summary) else "."),
            f"- Config: {cfg['origin'] or '(in memory)'}"
            f"{' @ ' + cfg['revision'][:12] if cfg['revision'] else ''}, {cfg['leaves']} budget leaves, "
            + ", ".join(f"{n} {c['nodes']}x{c['gpus'] // max(1, c['nodes'])} {c['gpu_type']}"

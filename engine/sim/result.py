@@ -88,6 +88,10 @@ class SimResult:
     wall_s: float = 0.0
     decide_s: float = 0.0
     idle: dict[str, float] = field(default_factory=dict)  # GPU-seconds per engine.sim.idle bucket
+    measure_from: float = 0.0  # end of the warm-up: metrics cover [measure_from, horizon]
+    charged_before: dict[str, float] = field(default_factory=dict)  # charged during the warm-up
+    preempt_log: list[tuple[float, float]] = field(default_factory=list)  # (time, GPU-s lost)
+    truncated: bool = False  # stopped early by SimOptions.wall_limit_s (horizon = where it got)
     _metrics: Any = field(default=None, repr=False)
 
     def metrics(self):  # -> engine.sim.metrics.Metrics

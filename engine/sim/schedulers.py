@@ -33,6 +33,7 @@ class Scheduler:
     protect: ProtectFn = contract_protection
     description: str = ""
     reevaluate: bool = True  # re-run every interval while work is pending (ranks move)
+    uses_usage: bool = True  # reads Snapshot.usage (the baselines do not: the shell skips it)
 
 
 NAMES = ("budget", "legacy", "monopoly")

@@ -114,7 +114,8 @@ class Trace:
         tasks = [replace(t, submit=t.submit - start) for t in self.tasks if start <= t.submit < stop]
         fails = [replace(f, time=f.time - start) for f in self.failures if start <= f.time < stop]
         meta = dict(self.meta, window=[start, end])
-        meta.pop("horizon", None)
+        for key in ("horizon", "measure_from", "warmup"):
+            meta.pop(key, None)
         if end is not None:
             meta["horizon"] = end - start
         return Trace.of(tasks, fails, self.name, meta)

@@ -21,6 +21,8 @@ The shell marks a run non-preemptible when its ``Admit.reason`` starts with
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 
 from engine.core.types import Admit, Decision, Preempt, Snapshot, Workload
@@ -35,39 +37,93 @@ def team_of(w: Workload) -> str | None:
     return w.contract.budget or w.contract.requested_budget
 
 
+_CAPS: dict[int, tuple[Config, int, dict[str, int]]] = {}
+
+
 def caps(snapshot: Snapshot, config: Config) -> dict[str, int]:
+    """Per team, ``floor(effective share x healthy GPUs)`` (memoised per config and count)."""
     healthy = sum(n.gpus for n in snapshot.nodes if n.healthy)
+    hit = _CAPS.get(id(config))
+    if hit is not None and hit[0] is config and hit[1] == healthy:
+        return hit[2]
     tree = config.tree
-    return {leaf: math.floor(tree.effective_share(leaf) * healthy + 1e-9) for leaf in tree.leaves()}
+    out = {leaf: math.floor(tree.effective_share(leaf) * healthy + 1e-9) for leaf in tree.leaves()}
+    if len(_CAPS) > 64:
+        _CAPS.clear()
+    _CAPS[id(config)] = (config, healthy, out)
+    return out
 
 
 def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     policy = config.policy
     cap = caps(snapshot, config)
-    preemptible = {r.workload.id: r for r in snapshot.running if r.protected_until <= now}
-    actions, evicted = drain_actions(snapshot, set(preemptible), "preemptible work leaves at once")
+    running = snapshot.running
+    preemptible: list = []
+    ids: set[str] = set()
     used: dict[str, int] = {}
-    for r in snapshot.running:
-        if r.workload.id not in preemptible:
+    for r in running:  # one pass: preemptible runs, and non-preemptible GPUs per team
+        if r.protected_until <= now:
+            preemptible.append(r)
+            ids.add(r.workload.id)
+        else:
             team = team_of(r.workload)
-            used[team] = used.get(team, 0) + r.placement.gpus
-    free = FreeMap(snapshot.nodes, (r for r in snapshot.running if r.workload.id not in evicted))
-    victims = sorted((r for r in preemptible.values() if r.workload.id not in evicted),
-                     key=lambda r: (-r.started_at, r.workload.id))
+            used[team] = used.get(team, 0) + sum(g for _, g in r.placement.assignments)
+    actions, evicted = drain_actions(snapshot, ids, "preemptible work leaves at once")
+    if evicted:
+        running = tuple(r for r in running if r.workload.id not in evicted)
+        preemptible = [r for r in preemptible if r.workload.id not in evicted]
+    free = FreeMap(snapshot.nodes, running)
+    victims = sorted(preemptible, key=lambda r: (-r.started_at, r.workload.id))
     victim_gpus = sum(r.placement.gpus for r in victims)
-    high = [w for w in snapshot.pending if w.contract.allocated]
-    low = [w for w in snapshot.pending if not w.contract.allocated]
-    # shapes that found no place on free GPUs / not even with every preemptible run released:
-    # free GPUs only shrink until a preemption (which clears the first memo), and free GPUs
-    # plus preemptible ones only shrink all pass, so both verdicts stand (a pure speed-up)
+    # The queue: HIGH then LOW, oldest first (snapshot order), scanned greedily. Memos, a pure
+    # speed-up: ``nofit`` = shapes that found no place on free GPUs (free GPUs only shrink
+    # until a preemption, which clears it); ``novictims`` = shapes that found none even with
+    # every preemptible run released (free plus preemptible GPUs only shrink all pass).
+    # Tasks are grouped by (team, HIGH?, shape); a group is *dead* when its next task can
+    # only be skipped: its shape is in ``nofit`` and it may not preempt (LOW, over its team's
+    # cap, which only tightens as the pass admits) or its shape is in ``novictims``. The scan
+    # merges the groups' queues by position and parks dead groups (revived when ``nofit`` is
+    # cleared), so a pass costs O(queue) to group plus O(started + groups), not a full
+    # placement attempt per waiting task.
+    groups: dict[tuple, list[Workload]] = {}
+    position: dict[tuple, list[int]] = {}  # queue positions of each group's tasks
+    n_pending = len(snapshot.pending)
+    for i, w in enumerate(snapshot.pending):
+        c = w.contract
+        key = (team_of(w), c.allocated, c.gpus_per_pod, c.pods, c.cluster)
+        g = groups.get(key)
+        if g is None:
+            groups[key] = g = []
+            position[key] = []
+        g.append(w)
+        position[key].append(i if c.allocated else i + n_pending)  # HIGH before LOW
     nofit: set[tuple] = set()
     novictims: set[tuple] = set()
-    for w in high + low:
+
+    def dead(key: tuple) -> bool:
+        team, allocated, gpp, pods, cluster = key
+        shape = (gpp, pods, cluster)
+        if shape not in nofit:
+            return False
+        return (shape in novictims or not allocated
+                or used.get(team, 0) + gpp * pods > cap.get(team, 0))
+
+    heap = [(position[k][0], k, 0) for k in groups]
+    heapq.heapify(heap)
+    parked: dict[tuple, int] = {}  # dead group -> index of the task it parked on
+    while heap:
         if free.total == 0 and victim_gpus == 0:
             break
+        pos, key, j = heapq.heappop(heap)
+        if dead(key):
+            parked[key] = j
+            continue
+        w = groups[key][j]
+        if j + 1 < len(groups[key]):
+            heapq.heappush(heap, (position[key][j + 1], key, j + 1))
         c = w.contract
         shape = (c.gpus_per_pod, c.pods, c.cluster)
-        team = team_of(w)
+        team = key[0]
         within = c.allocated and used.get(team, 0) + c.gpus <= cap.get(team, 0)
         if within:
             placement = None if shape in nofit else free.place(c, policy)
@@ -84,11 +140,16 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
                         break
                 if placement is None:
                     chosen = []
-                    novictims.add(shape)
             if placement is None:
+                novictims.add(shape)  # free + preemptible GPUs never grow back this pass
                 continue
             if chosen:
                 nofit.clear()  # released GPUs the placement leaves over are free for others
+                for k in parked:  # its tasks up to here were skipped: resume after ``pos``
+                    jj = bisect.bisect_right(position[k], pos)
+                    if jj < len(position[k]):
+                        heapq.heappush(heap, (position[k][jj], k, jj))
+                parked.clear()
             for r in chosen:
                 victims.remove(r)
                 victim_gpus -= r.placement.gpus
@@ -116,4 +177,5 @@ def legacy_protection(workload: Workload, admit: Admit, now: float) -> float:
 
 SCHEDULER = Scheduler("legacy", legacy_decide, legacy_protection,
                       "HIGH/LOW priority, per-team cap on non-preemptible GPUs, "
-                      "opt-in preemptible work on idle GPUs", reevaluate=False)
+                      "opt-in preemptible work on idle GPUs", reevaluate=False,
+                      uses_usage=False)

@@ -57,4 +57,5 @@ def monopoly_protection(workload: Workload, admit: Admit, now: float) -> float:
 
 
 SCHEDULER = Scheduler("monopoly", monopoly_decide, monopoly_protection,
-                      "static per-team GPU quotas in proportion to effective shares", reevaluate=False)
+                      "static per-team GPU quotas in proportion to effective shares", reevaluate=False,
+                      uses_usage=False)

@@ -26,11 +26,12 @@ class FreeMap:
             if n.healthy and not n.cordoned:
                 self.info[n.name] = n
                 self.free[n.name] = n.gpus
+        free = self.free
         for r in running:
             for node, g in r.placement.assignments:
-                if node in self.free:
-                    self.free[node] -= g
-        self.total = sum(self.free.values())
+                if node in free:
+                    free[node] -= g
+        self.total = sum(free.values())
         self.max_node = max((n.gpus for n in self.info.values()), default=0)
 
     def copy(self) -> "FreeMap":

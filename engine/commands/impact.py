@@ -46,8 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--days", type=_non_negative, default=7.0, metavar="N",
                         help="simulated days to replay (default: 7; 0 = all of the trace)")
     parser.add_argument("--start-day", type=_non_negative, default=None, metavar="D",
-                        help="start the replay this many days into the trace (default: day 28 of "
-                             "the default trace, as allot simulate; else past the trace's ramp-up)")
+                        help="start the replay this many days into the trace (default: where allot simulate starts in "
+                             "the default trace; else past the trace's ramp-up)")
     parser.add_argument("--mapping", default=None, metavar="FILE",
                         help="YAML mapping of trace owners to budget leaves (default: the "
                              "bundled trace's mapping.yaml when it fits the base tree, else "

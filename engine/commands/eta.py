@@ -11,7 +11,8 @@ import argparse
 import json
 
 from engine.errors import Problem, UserError
-from engine.views.source import _time, add_view_arguments, load_state
+from engine.commands import seconds_arg
+from engine.views.source import add_view_arguments, load_state
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Forecast a pending workload's start by simulating forward from the current "
                     "state with the queue as it stands; the assumptions are printed.")
     parser.add_argument("job", metavar="JOB", help="workload id (or a unique suffix of one)")
-    parser.add_argument("--horizon", type=_time, default=3 * 86400.0, metavar="TIME",
+    parser.add_argument("--horizon", type=seconds_arg, default=3 * 86400.0, metavar="TIME",
                         help="how far ahead to simulate (default: 3d)")
     add_view_arguments(parser)
     parser.set_defaults(func=run)

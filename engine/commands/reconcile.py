@@ -21,21 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from engine.durations import parse_duration
+from engine.commands import seconds_arg
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
-def _seconds(text: str) -> float:
-    """``30``, ``30s``, ``2m`` -> seconds (argparse type)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return parse_duration(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _default_namespace() -> str:
@@ -64,10 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--once", action="store_true", help="run one pass and exit")
     parser.add_argument("--dry-run", action="store_true",
                         help="log decisions without applying them (takes no Lease, writes nothing)")
-    parser.add_argument("--interval", type=_seconds, default=None, metavar="S",
+    parser.add_argument("--interval", type=seconds_arg, default=None, metavar="S",
                         help="resync period in seconds or as 30s/2m (default: the policy's "
                              "schedulingInterval); watch events trigger passes in between")
-    parser.add_argument("--policy-interval", type=_seconds, default=None, metavar="S",
+    parser.add_argument("--policy-interval", type=seconds_arg, default=None, metavar="S",
                         help="how often to fetch the policy repository (default: --interval, "
                              "else 60s)")
     parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
@@ -80,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="manage Jobs of this namespace only (default: all namespaces)")
     parser.add_argument("--identity", default=None,
                         help="leader-election identity (default: $POD_NAME, else the host name)")
-    parser.add_argument("--lease-duration", type=_seconds, default=15.0, metavar="S",
+    parser.add_argument("--lease-duration", type=seconds_arg, default=15.0, metavar="S",
                         help="Lease duration; a standby takes over this long after the leader "
                              "stopped renewing (default: 15)")
     parser.add_argument("--export-trace", metavar="PATH", default=None,

@@ -23,22 +23,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from engine.durations import parse_duration
+from engine.commands import seconds_arg
 from engine.errors import Problem, UserError
 from engine.views.state import ViewState
 
 URL_TIMEOUT_S = 30.0
 
 
-def _time(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return parse_duration(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
@@ -50,7 +41,7 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                         "seeded synthetic trace) and use its state; the default without --url/--state")
     g.add_argument("--trace", metavar="NAME|PATH", default=None,
                    help="simulate this trace instead (bundled: philly, helios; or a trace file)")
-    g.add_argument("--at", type=_time, default=None, metavar="TIME",
+    g.add_argument("--at", type=seconds_arg, default=None, metavar="TIME",
                    help="simulated time of the state, seconds or e.g. 16h, 1d2h (default: the end)")
     g.add_argument("--days", type=float, default=DEFAULT_DAYS, metavar="D",
                    help=f"length of the default synthetic trace in days (default: {DEFAULT_DAYS:g})")

@@ -133,11 +133,9 @@ class _Pass:
         self._gone_version = 0  # bumped whenever a victim is preempted
         self.actions: list[Action] = []
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
-        self.reservation: Reservation | None = None
-        self.holder_charge = (0.0, 0.0)  # the holder's (protected-run charge, min runtime)
-        # a drain hold's numbers: (free, capacity, GPUs of work it may preempt, GPUs of work it
-        # may not, ids of that work, GPUs short), on the held nodes when the hold was made
-        self.hold_numbers: tuple = ()
+        self.reservations: list[Reservation] = []  # in queue order, on disjoint nodes
+        self.reserved: frozenset[str] = frozenset()  # every reserved node
+        self.max_reservations = MAX_RESERVATIONS
 
     # ------------------------------------------------------------------ victim rules
 
@@ -214,14 +212,23 @@ class _Pass:
             found = self._lower[rank] = frozenset(x for x, r in self.ranks.items() if r.rank > rank)
         return found
 
-    def backfill_ok(self, e: Entry) -> bool:
-        """May ``e`` use the reserved nodes? Only if the holder could preempt it by then."""
-        res = self.reservation
-        if res is None or e.leaf is None:
+    def backfill_ok(self, e: Entry, res: Reservation) -> bool:
+        """May ``e`` use ``res``'s nodes? Only if the holder could preempt it by then."""
+        if e.leaf is None:
             return True
         c = e.workload.contract
         return (self.now + c.min_runtime_s <= res.until and
-                self.may_preempt(res.leaf, res.rank, self.holder_charge, e.leaf, e.rank.rank))
+                self.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
+
+    def kept_off(self, e: Entry) -> frozenset[str]:
+        """The reserved nodes ``e`` may not use (see :meth:`backfill_ok`)."""
+        if e.leaf is None:
+            return frozenset()
+        out: frozenset[str] = frozenset()
+        for res in self.reservations:
+            if not self.backfill_ok(e, res):
+                out = out | res.nodes
+        return out
 
     # ------------------------------------------------------------------ the pass
 
@@ -275,12 +282,11 @@ class _Pass:
             w, c = e.workload, e.workload.contract
             clusters = self.pool.cluster_names(c.cluster)
             free = 0 if quick else self.pool.free_in(clusters)
-            if quick and (e.leaf is None or self.reservation is not None):
+            if quick and (e.leaf is None or len(self.reservations) >= self.max_reservations):
                 outcome[w.id] = ("wait", "no free GPU and nothing preemptible", 0)
                 continue
-            exclude = (frozenset() if self.reservation is None or self.backfill_ok(e)
-                       else self.reservation.nodes)
-            shape = (c.gpus_per_pod, c.pods, c.cluster, bool(exclude))
+            exclude = self.kept_off(e) if self.reservations else frozenset()
+            shape = (c.gpus_per_pod, c.pods, c.cluster, exclude)
             if not quick and shape not in nofit:
                 placement = self.pool.place(c.gpus_per_pod, c.pods, c.cluster, exclude)
                 if placement is not None:
@@ -322,19 +328,19 @@ class _Pass:
                         if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                             maxfail[shape] = rank
                     why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
-            if exclude:
-                outcome[w.id] = ("reserved-out", "", free)
-                continue
-            if self.reservation is None and not e.debug:
+            if len(self.reservations) < self.max_reservations and not e.debug:
                 if free + self.held_gpus >= c.gpus:
                     ok = ok if ok is not None else self.ok_leaves(e.leaf, rank, charge)
                     if (shape, ok) not in noreserve:
-                        self.reserve(e, clusters, charge, ok)
-                        if self.reservation is not None:
+                        if self.reserve(e, clusters, charge, ok):
                             outcome[w.id] = ("holder", why, free)
                             continue
-                        noreserve.add((shape, ok))
-                outcome[w.id] = ("unreservable", why, free)
+                        noreserve.add((shape, ok))  # more nodes reserved later: still none
+                if not exclude:
+                    outcome[w.id] = ("unreservable", why, free)
+                    continue
+            if exclude:
+                outcome[w.id] = ("reserved-out", why, free)
                 continue
             outcome[w.id] = ("wait", why, free)
         return outcome
@@ -362,30 +368,28 @@ class _Pass:
                 "no lower-ranked work past its min runtime to preempt")
 
     def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],
-                ok: frozenset[str]) -> None:
-        """Reserve for ``e`` the placement that running work it may preempt frees soonest."""
+                ok: frozenset[str]) -> bool:
+        """Reserve for ``e``, on nodes no other reservation holds, the placement that running
+        work it may preempt frees soonest (else a drain hold); False when there is none."""
         c = e.workload.contract
         releases = sorted((max(self.now, r.protected_until), r.workload.id, r.placement.assignments)
                           for r, leaf, _ in self.held
                           if r.workload.id not in self.gone and (leaf is None or leaf in ok))
-        found = earliest_start(c.gpus_per_pod, c.pods, clusters, self.pool, releases)
+        avoid = self.reserved
+        found = earliest_start(c.gpus_per_pod, c.pods, clusters, self.pool, releases, avoid)
         if found is not None:
-            self.holder_charge = charge
-            self.reservation = Reservation(e.workload.id, e.leaf, e.rank.rank,
-                                           max(self.now, found[0]), found[1])
-            return
+            self.add_reservation(Reservation(e.workload.id, e.leaf, e.rank.rank,
+                                             max(self.now, found[0]), found[1], charge=charge))
+            return True
         # no finite start: a drain hold on the nodes short the fewest GPUs (reservation.py)
         later: dict[str, int] = {}
         for _, _, on in releases:
             for n, g in on:
                 later[n] = later.get(n, 0) + g
-        held = hold_nodes(c.gpus_per_pod, c.pods, clusters, self.pool, later)
+        held = hold_nodes(c.gpus_per_pod, c.pods, clusters, self.pool, later, avoid)
         if held is None:
-            return
+            return False
         short, placement = held
-        self.holder_charge = charge
-        self.reservation = Reservation(e.workload.id, e.leaf, e.rank.rank, math.inf, placement,
-                                       hold=True)
         nodes = placement.nodes
         ours = {wid for _, wid, _ in releases}
         blockers = sorted({r.workload.id for r, _, _ in self.held if r.workload.id not in self.gone
@@ -393,8 +397,20 @@ class _Pass:
         free = sum(self.pool.free[n] for n in nodes)
         cap = sum(self.pool.nodes[n].gpus for n in nodes)
         may = sum(later.get(n, 0) for n in nodes)
-        self.hold_numbers = (free, cap, may, cap - free - may, tuple(blockers), short)
+        self.add_reservation(Reservation(
+            e.workload.id, e.leaf, e.rank.rank, math.inf, placement, hold=True, charge=charge,
+            numbers=(free, cap, may, cap - free - may, tuple(blockers), short)))
+        return True
 
+    def reservation_of(self, holder: str) -> Reservation | None:
+        return next((r for r in self.reservations if r.holder == holder), None)
+
+    def add_reservation(self, res: Reservation) -> None:
+        self.reservations.append(res)
+        self.reserved = self.reserved | res.nodes
+
+
+MAX_RESERVATIONS = 1  # reservations (timed or holds) per decision, in queue order
 
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions
 

@@ -66,6 +66,11 @@ class Reservation:
     until: float  # the holder's earliest start; inf for a drain hold
     placement: Placement
     hold: bool = False  # a drain hold (no finite earliest start), see the module docstring
+    # the holder's (GPU-seconds its protected run will charge, min runtime): for the backfill rule
+    charge: tuple[float, float] = (0.0, 0.0)
+    # a drain hold's numbers when it was made: (free, capacity, GPUs of work the holder may
+    # preempt, GPUs of work it may not, ids of that work, GPUs short) on the held nodes
+    numbers: tuple = ()
     nodes: frozenset[str] = field(init=False, compare=False, repr=False)  # the placement's nodes
 
     def __post_init__(self) -> None:
@@ -76,9 +81,10 @@ Release = tuple[float, str, tuple[tuple[str, int], ...]]  # (time, workload id, 
 
 
 def earliest_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
-                   releases: Sequence[Release]) -> tuple[float, Placement] | None:
+                   releases: Sequence[Release], avoid: frozenset[str] = frozenset()
+                   ) -> tuple[float, Placement] | None:
     """First time the gang can be placed if ``releases`` (sorted by time, id) free their GPUs,
-    and the placement then; None when never."""
+    and the placement then, on nodes not in ``avoid``; None when never."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement] | None = None
     by_node: dict[str, list[Release]] = {}
@@ -87,7 +93,7 @@ def earliest_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: 
             by_node.setdefault(n, []).append(rel)
     for c in clusters:
         for n in pool.clusters[c]:
-            if pool.nodes[n].gpus < total:
+            if pool.nodes[n].gpus < total or n in avoid:
                 continue
             free = pool.free[n]
             when = -math.inf if free >= total else math.inf
@@ -102,7 +108,8 @@ def earliest_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: 
     if best is not None or pods == 1:
         return None if best is None else (best[0][0], best[1])
     for c in clusters:
-        for key, names in sorted(pool.groups[c].items()):
+        for key, members in sorted(pool.groups[c].items()):
+            names = [n for n in members if n not in avoid] if avoid else members
             free = {n: pool.free[n] for n in names}
             slots = sum(f // gpus_per_pod for f in free.values())
             when = -math.inf if slots >= pods else math.inf
@@ -129,16 +136,17 @@ def earliest_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: 
 
 
 def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
-               later: Mapping[str, int]) -> tuple[int, Placement] | None:
+               later: Mapping[str, int], avoid: frozenset[str] = frozenset()
+               ) -> tuple[int, Placement] | None:
     """Nodes to hold for a gang with no finite earliest start (see the module docstring):
     ``(GPUs short, placement)`` where ``later`` maps a node to the GPUs of running work the
     holder may preempt once its protection ends; None when no schedulable node set can ever
-    hold the shape."""
+    hold the shape. Nodes in ``avoid`` (held or reserved for another workload) are not used."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement] | None = None
     for c in clusters:
         for n in pool.clusters[c]:
-            if pool.nodes[n].gpus >= total:
+            if pool.nodes[n].gpus >= total and n not in avoid:
                 short = max(0, total - pool.free[n] - later.get(n, 0))
                 if best is None or (short, 1, -pool.free[n], n) < best[0]:
                     best = ((short, 1, -pool.free[n], n), Placement(((n, total),)))
@@ -146,6 +154,8 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
         return None if best is None else (best[0][0], best[1])
     for c in clusters:
         for key, names in sorted(pool.groups[c].items()):
+            if avoid:
+                names = [n for n in names if n not in avoid]
             order = sorted(names, key=lambda n: (-(pool.free[n] + later.get(n, 0)), n))
             chosen: list[tuple[str, int]] = []
             short, left, free = 0, pods, 0

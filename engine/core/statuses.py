@@ -28,9 +28,9 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
         return WorkloadStatus(state="admitted", reason=admitted[w.id].reason + note,
                               protected_until=p.now + c.min_runtime_s if e.leaf else p.now, **base)
     needs = f"needs {shape_text(c)}, {free} GPUs free"
-    res = p.reservation
-    if kind == "holder" and res.hold:
-        free_on, cap, may, may_not, blockers, short = p.hold_numbers
+    res = p.reservation_of(w.id) if kind == "holder" else None
+    if res is not None and res.hold:
+        free_on, cap, may, may_not, blockers, short = res.numbers
         nodes = ", ".join(res.placement.nodes)
         shown = ", ".join(blockers[:5]) + (", ..." if len(blockers) > 5 else "")
         blocked = p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail
@@ -39,11 +39,11 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
                f"running work it may preempt ever frees enough GPUs, so new work may start there "
                f"only if this workload could preempt it, and it starts once {short} more GPUs there "
                f"are free (as running work ends)")
-    elif kind == "holder":
+    elif res is not None:
         why = (f"{needs}; reserved {placement_text(res.placement.assignments)}: enough GPUs become "
                f"preemptible {when(res.until, p.now)}; later work may use them only if preemptible by then")
     elif kind == "reserved-out":
-        why = f"{needs}; {kept_off(p, e, res)}"
+        why = f"{needs}; {kept_off(p, e)}"
     else:
         why = f"{needs}; {p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail}"
         if kind == "unreservable":
@@ -52,14 +52,19 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
     return WorkloadStatus(state="pending", reason=f"waiting: {why}; {leaf_text(lr, p.n)}{note}", **base)
 
 
-def kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
-    """Why ``e`` may not use the reserved nodes, with the numbers."""
+def kept_off(p: _Pass, e: Entry) -> str:
+    """Why ``e`` may not use the reserved nodes, with the numbers (each reservation that
+    keeps it off)."""
+    return "; ".join(_kept_off(p, e, res) for res in p.reservations if not p.backfill_ok(e, res))
+
+
+def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
     c = e.workload.contract
     nodes = sorted(res.nodes)
     where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"
     if e.rank.rank <= res.rank:
         why = f"budget {e.leaf} rank {e.rank.rank} does not rank below {res.holder}'s (rank {res.rank})"
-    elif not p.may_preempt(res.leaf, res.rank, p.holder_charge, e.leaf, e.rank.rank):
+    elif not p.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank):
         why = (f"the anti-ping-pong rule would forbid it: by the end of {res.holder}'s min runtime "
                f"budget {e.leaf} (rank {e.rank.rank}) would rank above budget {res.leaf} again")
     else:

@@ -16,11 +16,12 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       decision; a debug workload may take unprotected work of any leaf, see
       :mod:`engine.core.queue` and :mod:`engine.core.preemption`). A failed search is not repeated for a later workload of the same shape
       with the same set of preemptible leaves (free GPUs and victims only shrink);
-   c. else the first such allocated non-debug workload gets the one reservation of the
-      decision (:mod:`engine.core.reservation`): timed, at its finite earliest start, or else
-      a drain hold on the node(s) short the fewest GPUs; one that no schedulable node set can
-      ever hold does not use it up, the next one tries (failures memoised like b). From then on
-      the reserved nodes only take work the holder could preempt (by then, for a timed one).
+   c. else, while fewer than ``policy.reservations`` exist, such an allocated non-debug
+      workload gets a reservation (:mod:`engine.core.reservation`) on nodes no earlier one
+      holds: timed, at its finite earliest start, or else a drain hold on the node(s) short
+      the fewest GPUs; one that no free node set can ever hold gets none and the next one
+      tries (failures memoised like b). From then on each reservation's nodes only take work
+      its holder could preempt (by then, for a timed one).
    Workloads that can never fit (bigger than any node / topology group even when the whole
    cluster is empty and healthy) are rejected. Unallocated work only takes idle GPUs.
 5. Every workload, running or pending, gets a status with the numbers that explain it, and
@@ -135,7 +136,7 @@ class _Pass:
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
         self.reservations: list[Reservation] = []  # in queue order, on disjoint nodes
         self.reserved: frozenset[str] = frozenset()  # every reserved node
-        self.max_reservations = MAX_RESERVATIONS
+        self.max_reservations = self.policy.reservations
 
     # ------------------------------------------------------------------ victim rules
 
@@ -409,8 +410,6 @@ class _Pass:
         self.reservations.append(res)
         self.reserved = self.reserved | res.nodes
 
-
-MAX_RESERVATIONS = 1  # reservations (timed or holds) per decision, in queue order
 
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions
 

@@ -1,8 +1,9 @@
 """Reservation and backfill: a large gang at the head of the queue must not starve.
 
 Without a reservation, a 64-GPU gang that cannot be placed now would wait forever while small
-jobs keep taking every GPU that frees up. So the first ALLOCATED workload in queue order that
-can be placed neither on free GPUs nor by preemption gets a reservation:
+jobs keep taking every GPU that frees up. So ALLOCATED non-debug workloads that can be placed
+neither on free GPUs nor by preemption get reservations, in queue order (best-ranked first),
+up to ``policy.reservations`` per decision, each on nodes no earlier reservation holds:
 
 * Earliest start ``T``: running work that the holder could preempt (same victim rules as
   :mod:`engine.core.preemption`: unallocated, or lower-ranked allocated work passing the
@@ -38,14 +39,19 @@ across nodes and small work backfills them, so no node ever empties (fragmentati
   (the holder's own budget, higher-ranked budgets) goes elsewhere or waits, so as running work
   on the held nodes ends, free GPUs accumulate there until the holder fits. Debug workloads
   queue ahead of every holder and are placed before the hold is made, so it never delays them.
-* Fair: the holder is the best-ranked blocked non-debug allocated workload (queue order).
+* Fair: holders are the best-ranked blocked non-debug allocated workloads (queue order).
 
-Bound: one reservation (timed or hold) per decision, recomputed from scratch at every
-decision, so it moves with the ranks (EASY backfilling). Occupancy cost of a hold: GPUs
-free on the held nodes that no work the holder could preempt takes stay idle until the
-holder fits -- fewer than the holder's GPUs, on the nodes of one placement (one node for a
-job that fits a node); unallocated work may use them meanwhile. When the holder changes
-(ranks move), the drain effort on the old nodes is lost (their free GPUs go to others).
+Bound: ``policy.reservations`` reservations (timed or holds) per decision (0: none), on
+disjoint nodes, recomputed from scratch at every decision, so they move with the ranks (EASY
+backfilling generalised to a reservation depth, like SLURM's backfill reserving for several
+queued jobs). A workload kept off earlier reservations' nodes may get the next one elsewhere:
+several whole-node jobs drain several nodes at once rather than one after another. Occupancy
+cost of a hold: GPUs free on the held nodes that no work the holder could preempt takes stay
+idle until the holder fits -- fewer than the holder's GPUs, on the nodes of one placement
+(one node for a job that fits a node); unallocated work may use them meanwhile. A larger
+depth starts large work sooner and idles more GPUs (measure it with ``allot simulate``). When
+a holder changes (ranks move), the drain effort on its old nodes is lost (their free GPUs go
+to others).
 """
 
 from __future__ import annotations

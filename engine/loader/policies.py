@@ -149,6 +149,7 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
                       max_min_runtime_s=debug_min)
     weights = {k: float(v) for k, v in (_get(data, "billing", "weights") or {}).items()}
     gang = _get(data, "placement", "gangInOneDomain")
+    reservations = _get(data, "placement", "reservations")
     line, column = doc.loc(("kind",))
     policy = Policy(
         clusters=tuple(clusters),
@@ -161,6 +162,7 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
         scheduling_interval_s=interval,
         billing_weights=MappingProxyType(weights),
         gang_in_one_domain=defaults.gang_in_one_domain if gang is None else bool(gang),
+        reservations=defaults.reservations if reservations is None else int(reservations),
         labels=labels,
         node_labels=node_labels,
         source=SourceRef(doc.file, line, column),

@@ -83,6 +83,8 @@ def build_config(data: Mapping[str, Any], nodes: tuple[NodeState, ...]) -> Confi
             kwargs[f"{key}_s"] = _seconds(pol[key])
     if "gang_in_one_domain" in pol:
         kwargs["gang_in_one_domain"] = bool(pol["gang_in_one_domain"])
+    if "reservations" in pol:
+        kwargs["reservations"] = int(pol["reservations"])
     if "billing_weights" in pol:
         kwargs["billing_weights"] = dict(pol["billing_weights"])
     policy = Policy(clusters=tuple(clusters), **kwargs)

@@ -96,3 +96,17 @@ def format_duration(seconds: float) -> str:
     if rest > 1e-9 or not parts:
         parts.append(f"{round(rest, 3):g}s")
     return "".join(parts)
+
+
+def approx_duration(seconds: float | None, missing: str = "-") -> str:
+    """Seconds rounded for people reading a report: ``45 s``, ``12.5 min``, ``3.2 h``, ``4.0 d``
+    (``missing`` for None or NaN). The one rounding every report uses (simulator, impact)."""
+    if seconds is None or seconds != seconds:
+        return missing
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"

@@ -24,9 +24,16 @@ import math
 from dataclasses import asdict
 from typing import Any, Iterable, Sequence
 
+from engine.durations import approx_duration
 from engine.errors import Problem
 from engine.impact.diff import ConfigDiff
 from engine.impact.replay import ReplayImpact, TeamImpact
+
+
+def _duration(seconds: float | None) -> str:
+    """:func:`engine.durations.approx_duration` with this report's dash for "no value"."""
+    return approx_duration(seconds, missing="–")
+
 
 MAX_ROWS = 40
 MAX_MARKDOWN = 60000
@@ -58,23 +65,11 @@ def share(value: float | None) -> str:
     return "–" if value is None else f"{value:g}%"
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "–"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
 def knob(key: str, value: Any) -> str:
     if value is None:
         return "–"
     if key.endswith("_s") and isinstance(value, (int, float)):
-        return f"{duration(float(value))} ({value:g} s)"
+        return f"{_duration(float(value))} ({value:g} s)"
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "(none)"
     return str(value)
@@ -182,9 +177,9 @@ def _overall_table(replay: ReplayImpact) -> str:
         "teams_at_95": ("teams at ≥ 95% of entitlement", lambda v: "–" if v is None else f"{v:.0f}"),
         "preemptions": ("preemptions", lambda v: "–" if v is None else f"{v:,.0f}"),
         "gpu_hours_lost": ("GPU-h lost to preemption", gpu_h),
-        "wait_p50": ("queue wait p50, all jobs", duration),
-        "wait_p90": ("queue wait p90, all jobs", duration),
-        "debug_wait_p90": ("queue wait p90, debug jobs", duration),
+        "wait_p50": ("queue wait p50, all jobs", _duration),
+        "wait_p90": ("queue wait p90, all jobs", _duration),
+        "debug_wait_p90": ("queue wait p90, debug jobs", _duration),
     }
     rows = []
     for key, (label, fmt) in labels.items():
@@ -245,18 +240,18 @@ def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
             out.append(_fold("Queue waits per class", _table(
                 ("class", "jobs", "wait p50", "wait p90"),
                 ((c.klass, arrow(_count(c.jobs.before), _count(c.jobs.after)),
-                  arrow(duration(c.p50.before), duration(c.p50.after)),
-                  arrow(duration(c.p90.before), duration(c.p90.after))) for c in replay.classes))))
+                  arrow(_duration(c.p50.before), _duration(c.p50.after)),
+                  arrow(_duration(c.p90.before), _duration(c.p90.after))) for c in replay.classes))))
         out.append(_fold(f"Every team ({len(replay.teams)})", _table(
             ("team", "delivered GPU-h", "change", "entitled GPU-h", "wait p50", "wait p90", "preemptions"),
             ((t.team, arrow(gpu_h(t.delivered.before), gpu_h(t.delivered.after)), signed(t.change),
               arrow(gpu_h(t.entitled.before), gpu_h(t.entitled.after)),
-              arrow(duration(t.wait_p50.before), duration(t.wait_p50.after)),
-              arrow(duration(t.wait_p90.before), duration(t.wait_p90.after)),
+              arrow(_duration(t.wait_p50.before), _duration(t.wait_p50.after)),
+              arrow(_duration(t.wait_p90.before), _duration(t.wait_p90.after)),
               arrow(_count(t.preemptions.before), _count(t.preemptions.after)))
              for t in sorted(replay.teams, key=lambda t: (-abs(t.change), t.team))))))
         method = [f"- trace `{replay.trace}`, {replay.tasks:,} jobs over "
-                  f"{duration(replay.horizon_s)}; capacity "
+                  f"{_duration(replay.horizon_s)}; capacity "
                   f"{arrow(_count(replay.capacity_gpus.before), _count(replay.capacity_gpus.after))} GPUs",
                   "- the same jobs, owner-to-leaf mapping and seed on both sides; contracts follow "
                   "each side's policy; the budget scheduler decides both runs",

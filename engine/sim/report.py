@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.durations import approx_duration
 from engine.sim.experiment import Experiment
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waits
 
@@ -19,18 +20,6 @@ from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waits
 IDLE_LABELS = (("lag", "scheduling lag"), ("reserved", "held by a reservation"),
                ("fragmentation", "fragmentation"), ("no_work", "no pending work"),
                ("unhealthy", "unhealthy nodes"))
-
-
-def fmt_s(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x < 120:
-        return f"{x:.0f} s"
-    if x < 7200:
-        return f"{x / 60:.1f} min"
-    if x < 3 * 86400:
-        return f"{x / 3600:.1f} h"
-    return f"{x / 86400:.1f} d"
 
 
 def pct(x: float | None) -> str:
@@ -45,11 +34,11 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     def add(label: str, get) -> None:
         rows.append((label, [get(s) for s in scheds.values()]))
 
-    add("p50 queue wait, all", lambda s: fmt_s(s["waits"]["overall"]["p50_s"]))
-    add("p90 queue wait, all", lambda s: fmt_s(s["waits"]["overall"]["p90_s"]))
+    add("p50 queue wait, all", lambda s: approx_duration(s["waits"]["overall"]["p50_s"]))
+    add("p90 queue wait, all", lambda s: approx_duration(s["waits"]["overall"]["p90_s"]))
     for k in ("debug", "small", "large"):
-        add(f"p90 queue wait, {k}", lambda s, k=k: fmt_s(s["waits"]["by_class"][k]["p90_s"]))
-    add("p99 queue wait, debug", lambda s: fmt_s(s["waits"]["by_class"]["debug"]["p99_s"]))
+        add(f"p90 queue wait, {k}", lambda s, k=k: approx_duration(s["waits"]["by_class"][k]["p90_s"]))
+    add("p99 queue wait, debug", lambda s: approx_duration(s["waits"]["by_class"]["debug"]["p99_s"]))
     add("never started (censored)", lambda s: str(s["waits"]["overall"]["censored"]))
     add("occupancy of healthy GPUs", lambda s: pct(s["occupancy"]))
     for key, label in IDLE_LABELS:
@@ -92,19 +81,19 @@ def markdown(summary: dict[str, Any]) -> str:
     out = [f"# Simulation report: {exp['trace']}", "",
            f"- Trace: **{exp['trace']}**, {exp['tasks']} tasks, {exp['node_failures']} node failures,"
            f" window {exp['window_s'] or 'whole trace'} (trace seconds), time compression"
-           f" x{exp['compression']:g}, simulated horizon {fmt_s(exp['horizon_s'])}"
-           + (f", of which the first {fmt_s(first_measured(summary))} are a warm-up of"
-              f" {fmt_s(exp.get('warmup_s') or 0.0)} of trace before the window: simulated (it"
+           f" x{exp['compression']:g}, simulated horizon {approx_duration(exp['horizon_s'])}"
+           + (f", of which the first {approx_duration(first_measured(summary))} are a warm-up of"
+              f" {approx_duration(exp.get('warmup_s') or 0.0)} of trace before the window: simulated (it"
               f" fills the cluster, the queue and the ledger) but not measured."
               if first_measured(summary) else "."),
            f"- Config: {cfg['origin'] or '(in memory)'}"
            f"{' @ ' + cfg['revision'][:12] if cfg['revision'] else ''}, {cfg['leaves']} budget leaves, "
            + ", ".join(f"{n} {c['nodes']}x{c['gpus'] // max(1, c['nodes'])} {c['gpu_type']}"
                        for n, c in cfg["clusters"].items()) + f" ({cfg['gpus']} GPUs).",
-           f"- Lookback {fmt_s(cfg['lookback_s'])}, min-runtime cap {fmt_s(cfg['min_runtime_cap_s'])},"
-           f" scheduling pass every {fmt_s(cfg['scheduling_interval_s'])}; seed {exp['seed']};"
-           f" checkpoint loss {fmt_s(exp['options']['checkpoint_loss_s'])},"
-           f" restart overhead {fmt_s(exp['options']['restart_overhead_s'])}.", "",
+           f"- Lookback {approx_duration(cfg['lookback_s'])}, min-runtime cap {approx_duration(cfg['min_runtime_cap_s'])},"
+           f" scheduling pass every {approx_duration(cfg['scheduling_interval_s'])}; seed {exp['seed']};"
+           f" checkpoint loss {approx_duration(exp['options']['checkpoint_loss_s'])},"
+           f" restart overhead {approx_duration(exp['options']['restart_overhead_s'])}.", "",
            "## Headline", "", "| measure | " + " | ".join(names) + " |",
            "|---|" + "---|" * len(names)]
     for label, vals in summary_rows(summary):
@@ -122,7 +111,7 @@ def markdown(summary: dict[str, Any]) -> str:
         for n in names:
             tt = summary["schedulers"][n]["teams"][leaf]
             cells.append(f"{tt['delivered_gpu_h']:.0f} ({pct(tt['ratio'])})")
-        waits = [fmt_s(summary["schedulers"][n]["waits"]["by_team"].get(leaf, {}).get("p90_s"))
+        waits = [approx_duration(summary["schedulers"][n]["waits"]["by_team"].get(leaf, {}).get("p90_s"))
                  for n in names]
         mark = "*" if t["enough_demand"] else ""
         out.append(f"| {leaf}{mark} | {pct(t['share'])} | {t['entitled_gpu_h']:.0f} | "

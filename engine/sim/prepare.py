@@ -37,7 +37,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import yaml
@@ -197,25 +197,35 @@ def _arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sub, run, gpus
 
 
-def demand_ratio(trace: Trace, capacity_gpus: int, factor: float = 1.0) -> float:
-    """Demand inside the horizon over capacity, after compressing time by ``factor``."""
+def _ratio_of(trace: Trace, capacity_gpus: int) -> Callable[[float], float]:
+    """``factor -> demand ratio`` over arrays built once (the bisection calls it ~60 times)."""
     horizon = horizon_of(trace)
     if not trace.tasks or horizon <= 0 or capacity_gpus <= 0:
-        return 0.0
+        return lambda factor: 0.0
     sub, run, gpus = _arrays(trace)
-    used = np.minimum(run * factor, np.maximum(horizon - sub, 0.0))
-    return float((gpus * used).sum() / (horizon * capacity_gpus))
+    room = np.maximum(horizon - sub, 0.0)
+    scale = horizon * capacity_gpus
+
+    def ratio(factor: float) -> float:
+        return float((gpus * np.minimum(run * factor, room)).sum() / scale)
+    return ratio
+
+
+def demand_ratio(trace: Trace, capacity_gpus: int, factor: float = 1.0) -> float:
+    """Demand inside the horizon over capacity, after compressing time by ``factor``."""
+    return _ratio_of(trace, capacity_gpus)(factor)
 
 
 def compression_for_ratio(trace: Trace, capacity_gpus: int, ratio: float) -> float:
     """The factor ``f`` with ``demand_ratio(trace, capacity, f) == ratio`` (bisection)."""
-    if demand_ratio(trace, capacity_gpus, 1e6) < ratio:
+    at = _ratio_of(trace, capacity_gpus)
+    if at(1e6) < ratio:
         raise UserError([Problem(trace.name, 0, 0, f"trace cannot reach demand ratio {ratio:g}",
                                  "lower --demand-ratio or use a smaller cluster")])
     lo, hi = 1e-4, 1e6
     for _ in range(200):
         mid = math.sqrt(lo * hi)
-        if demand_ratio(trace, capacity_gpus, mid) < ratio:
+        if at(mid) < ratio:
             lo = mid
         else:
             hi = mid

@@ -263,7 +263,7 @@ class Policy:
     scheduling_interval_s: float = 60.0
     billing_weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     gang_in_one_domain: bool = True
-    reservations: int = 4  # reservations (timed or drain holds) per decision, in queue order
+    reservations: int = 8  # reservations (timed or drain holds) per decision, in queue order
     labels: ContractLabels = ContractLabels()
     node_labels: NodeLabels = NodeLabels()
     source: SourceRef | None = None

@@ -214,9 +214,12 @@ class _Pass:
         return found
 
     def backfill_ok(self, e: Entry, res: Reservation) -> bool:
-        """May ``e`` use ``res``'s nodes? Only if the holder could preempt it by then."""
+        """May ``e`` use ``res``'s nodes? Only if the holder could preempt it by then; a
+        drain hold takes only unallocated work (see :mod:`engine.core.reservation`)."""
         if e.leaf is None:
             return True
+        if res.hold:
+            return False
         c = e.workload.contract
         return (self.now + c.min_runtime_s <= res.until and
                 self.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))

@@ -32,13 +32,16 @@ across nodes and small work backfills them, so no node ever empties (fragmentati
   fewer GPUs short, then fewer nodes, then more GPUs free now (small work placed by best fit
   avoids the nodes with most free GPUs, so they drain best), then name. Only schedulable
   nodes count; if none can ever hold the shape there is no hold and the next workload tries.
-* Hold: until the holder fits, new work goes on the held nodes only if the holder would be
-  allowed to preempt it by the existing rules (unallocated work, or work of a lower-ranked
-  leaf passing the anti-ping-pong rule; its min runtime may delay the holder, at most by the
-  8 h cap, and then the hold becomes a timed reservation at the next decision). Everything else
-  (the holder's own budget, higher-ranked budgets) goes elsewhere or waits, so as running work
-  on the held nodes ends, free GPUs accumulate there until the holder fits. Debug workloads
-  queue ahead of every holder and are placed before the hold is made, so it never delays them.
+* Hold: until the holder fits, only *unallocated* work may start on the held nodes (the
+  holder preempts it at any time). Funded work may not, even of a lower-ranked leaf: it would
+  start with a fresh min-runtime protection and push the holder's start back by up to the cap
+  each time; before this rule a stream of 1-GPU jobs of the lowest-ranked team, each
+  protected an hour, kept held nodes from ever emptying (on the default experiment, at 4
+  reservations per decision, the rule raised entitled GPU-hours delivered from 82% to 86%
+  and occupancy from 98.5% to 99.0%: held nodes fill sooner with their holders). Everything else goes elsewhere or waits,
+  so as running work on the held nodes ends, free GPUs accumulate there until the holder
+  fits. Debug workloads queue ahead of every holder and are placed before the holds are
+  made, so a hold never delays them.
 * Fair: holders are the best-ranked blocked non-debug allocated workloads (queue order).
 
 Bound: ``policy.reservations`` reservations (timed or holds) per decision (0: none), on

@@ -36,8 +36,8 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
         blocked = p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail
         why = (f"{needs}; {blocked}; holding {nodes} for it ({free_on} of {cap} GPUs free, {may} held by work "
                f"it may preempt, {may_not} held by work it may not preempt: {shown or 'none'}): no "
-               f"running work it may preempt ever frees enough GPUs, so new work may start there "
-               f"only if this workload could preempt it, and it starts once {short} more GPUs there "
+               f"running work it may preempt ever frees enough GPUs, so only unallocated work may "
+               f"start there meanwhile, and it starts once {short} more GPUs there "
                f"are free (as running work ends)")
     elif res is not None:
         why = (f"{needs}; reserved {placement_text(res.placement.assignments)}: enough GPUs become "
@@ -62,6 +62,11 @@ def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
     c = e.workload.contract
     nodes = sorted(res.nodes)
     where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"
+    if res.hold:
+        return (f"{where} held for {res.holder} (budget {res.leaf} rank {res.rank}), which no running "
+                f"work it may preempt can make room for, so it waits for running work there to end; "
+                f"only unallocated work may start there meanwhile (funded work would be protected "
+                f"by its min runtime, {format_duration(c.min_runtime_s)} for this one, and delay it)")
     if e.rank.rank <= res.rank:
         why = f"budget {e.leaf} rank {e.rank.rank} does not rank below {res.holder}'s (rank {res.rank})"
     elif not p.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank):
@@ -70,10 +75,6 @@ def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
     else:
         why = (f"this workload's min runtime ({format_duration(c.min_runtime_s)}) would still "
                f"protect it then")
-    if res.hold:
-        return (f"{where} held for {res.holder} (budget {res.leaf} rank {res.rank}), which no running "
-                f"work it may preempt can make room for, so it waits for running work there to end; "
-                f"new work may start there only if {res.holder} could preempt it, and {why}")
     return (f"the free GPUs on {', '.join(nodes)} are reserved for {res.holder} until "
             f"{when(res.until, p.now)} and {why}")
 

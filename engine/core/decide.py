@@ -136,6 +136,7 @@ class _Pass:
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
         self.reservations: list[Reservation] = []  # in queue order, on disjoint nodes
         self.reserved: frozenset[str] = frozenset()  # every reserved node
+        self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
         self.max_reservations = self.policy.reservations
 
     # ------------------------------------------------------------------ victim rules
@@ -228,10 +229,16 @@ class _Pass:
         """The reserved nodes ``e`` may not use (see :meth:`backfill_ok`)."""
         if e.leaf is None:
             return frozenset()
-        out: frozenset[str] = frozenset()
-        for res in self.reservations:
-            if not self.backfill_ok(e, res):
-                out = out | res.nodes
+        # the answer depends on the leaf, the min runtime, the reservations so far and the
+        # anti-ping-pong projection: remembered per pass under exactly that key
+        key = (e.leaf, e.workload.contract.min_runtime_s, len(self.reservations), self.proj.version)
+        out = self._kept.get(key)
+        if out is None:
+            out = frozenset()
+            for res in self.reservations:
+                if not self.backfill_ok(e, res):
+                    out = out | res.nodes
+            self._kept[key] = out
         return out
 
     # ------------------------------------------------------------------ the pass

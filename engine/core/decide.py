@@ -39,14 +39,15 @@ statuses and their wording are built lazily, from numbers recorded during the pa
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import Sequence
 
 from engine.core.drain import drain
 from engine.core.explain import StatusMap, leaf_text, placement_text, when
-from engine.core.fairshare import (outranked_after_charge, rank_leaves, still_ranks_above,
-                                    subtree_leaves)
+from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.placement import Pool, ShapeVerdicts
+from engine.core.pingpong import PingPongLeaves
 from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
                                     progress_lost)
 from engine.core.queue import Entry, build_queue, charged_leaf, is_debug
@@ -54,6 +55,7 @@ from engine.core.reservation import Reservation, earliest_start, hold_nodes
 from engine.core.statuses import pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
+from engine.core.victim_index import VictimIndex
 from engine.durations import format_duration
 from engine.model import Config
 
@@ -111,23 +113,20 @@ class _Pass:
         self.proj = Projection(self.tree)
         self.proj.add_all(charges)
         self.victims = sorted(victims, key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
-        self.by_node: dict[str, list[Victim]] = {}  # alive victims per node, in victim order
-        self.vgpus: dict[str, int] = {}  # GPUs alive victims hold per node
+        self.by_node = VictimIndex(self.victims)  # alive victims per node, in victim order
+        self.vgpus = self.by_node.held  # GPUs alive victims hold per node
         self.gpus_by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
         self.below = RankSums(self.n + 1)  # alive victim GPUs per leaf rank (n + 1: unallocated)
         for v in self.victims:
-            for n, g in v.on:
-                self.by_node.setdefault(n, []).append(v)
-                self.vgpus[n] = self.vgpus.get(n, 0) + g
             self.gpus_by_leaf[v.leaf] = self.gpus_by_leaf.get(v.leaf, 0) + v.gpus
             self.below.add(v.rank, v.gpus)
         self.held_gpus = held_gpus  # GPUs of running work not yet preempted
         self.gone: set[str] = set(evicted)  # preempted in this decision
         self._pingpong: dict[tuple, bool] = {}
-        self._ok: dict[tuple, frozenset[str]] = {}
+        self._allowed = PingPongLeaves(self.tree, self.used_tree, self.proj)
+        self._texts: dict[str | None, str] = {}  # leaf_text per leaf, for admit's reasons
         self._version = self.proj.version
         self._weight: dict[str | None, float] = {}
-        self._under: dict[str, tuple[str, ...]] | None = None
         self._upper: dict[frozenset, tuple[int, int]] = {}
         self._charge: dict[tuple, tuple[float, float]] = {}  # charge_of per contract shape
         self._lower: dict[int, frozenset[str]] = {}
@@ -151,15 +150,13 @@ class _Pass:
         if self._version != self.proj.version:
             self._version = self.proj.version
             self._pingpong.clear()
-            self._ok.clear()
 
     def pingpong_ok(self, winner: str, loser: str, extra: float, m: float) -> bool:
         self._fresh()
         key = (winner, loser, extra, m)
         ok = self._pingpong.get(key)
         if ok is None:
-            ok = self._pingpong[key] = still_ranks_above(
-                self.tree, self.used_tree, winner, loser, extra, self.proj.ahead(m), self.proj.behind(m))
+            ok = self._pingpong[key] = self._allowed.still_above(winner, loser, extra, m)
         return ok
 
     def may_preempt(self, leaf: str, rank: int, charge: tuple[float, float], v_leaf: str | None,
@@ -185,17 +182,7 @@ class _Pass:
     def ok_leaves(self, leaf: str, rank: int, charge: tuple[float, float]) -> frozenset[str]:
         """Leaves whose work past its min runtime a workload of ``leaf`` (``charge``) may
         preempt: ranked lower now and passing the anti-ping-pong rule."""
-        self._fresh()
-        key = (leaf, charge)
-        ok = self._ok.get(key)
-        if ok is None:
-            if self._under is None:
-                self._under = subtree_leaves(self.tree)
-            extra, m = charge
-            found = outranked_after_charge(self.tree, self.used_tree, leaf, extra, self._under,
-                                           self.proj.ahead(m), self.proj.behind(m))
-            ok = self._ok[key] = found & self.lower(rank)
-        return ok
+        return self._allowed.leaves(leaf, charge, self.lower(rank))
 
     def preemptible_upper(self, ok: frozenset[str]) -> int:
         """Upper bound of the GPUs preemption could free for a workload allowed ``ok`` leaves
@@ -204,8 +191,9 @@ class _Pass:
             return self.below.total
         hit = self._upper.get(ok)
         if hit is None or hit[0] != self._gone_version:
-            hit = self._upper[ok] = (self._gone_version, self.gpus_by_leaf.get(None, 0) +
-                                     sum(self.gpus_by_leaf.get(x, 0) for x in ok))
+            held = self.gpus_by_leaf.get
+            hit = self._upper[ok] = (self._gone_version,
+                                     held(None, 0) + sum(map(held, ok, repeat(0))))
         return hit[1]
 
     def lower(self, rank: int) -> frozenset[str]:
@@ -246,36 +234,44 @@ class _Pass:
 
     def admit(self, e: Entry, placement, victims: list[Victim]) -> None:
         w = e.workload
+        texts = self._texts  # leaf -> leaf_text (ranks are fixed for the pass)
+        mine = texts.get(e.leaf)
+        if mine is None:
+            mine = texts[e.leaf] = leaf_text(e.rank, self.n)
         for v in victims:
             self.gone.add(v.id)
-            if v.leaf is not None:
+            if v.leaf is None:
+                why = "unallocated work is preempted first"
+            else:
                 self.proj.remove(v.leaf, self.rate_of(v.on))
-            lr = self.ranks.get(v.leaf) if v.leaf else None
-            why = ("unallocated work is preempted first" if v.leaf is None else
-                   f"{w.id} is a debug workload, which may preempt work of any budget past its "
-                   f"min runtime, and this one's ended {when(v.running.protected_until, self.now)} "
-                   f"({leaf_text(lr, self.n)})" if e.debug else
-                   f"{leaf_text(lr, self.n)} ranks below {e.leaf} (rank {e.rank.rank}) and "
-                   f"its min runtime ended {when(v.running.protected_until, self.now)}")
-            reason = (f"preempted for {w.id} ({leaf_text(e.rank, self.n)}): {why}; "
+                theirs = texts.get(v.leaf)
+                if theirs is None:
+                    theirs = texts[v.leaf] = leaf_text(self.ranks.get(v.leaf), self.n)
+                ended = when(v.running.protected_until, self.now)
+                why = (f"{w.id} is a debug workload, which may preempt work of any budget past "
+                       f"its min runtime, and this one's ended {ended} ({theirs})" if e.debug else
+                       f"{theirs} ranks below {e.leaf} (rank {e.rank.rank}) and "
+                       f"its min runtime ended {ended}")
+            reason = (f"preempted for {w.id} ({mine}): {why}; "
                       f"progress lost {v.cost / 3600:.2f} GPU-h")
             self.actions.append(Preempt(v.id, w.id, reason, requeue=True))
             self.preempted[v.id] = (w.id, reason)
             for n, g in v.on:
                 self.pool.give(n, g)
-                self.by_node[n].remove(v)
-                self.vgpus[n] -= g
+            self.by_node.remove(v)
             self.gpus_by_leaf[v.leaf] -= v.gpus
             self.below.add(v.rank, -v.gpus)
             self._gone_version += 1
             self.held_gpus -= v.gpus
         self.pool.take(placement)
+        for n, _ in placement.assignments:
+            self.by_node.changed(n)
         if e.leaf is not None:
             self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
         how = (f" after preempting {len(victims)} workload(s) ({', '.join(v.id for v in victims)})"
                if victims else "")
         self.actions.append(Admit(w.id, placement, f"admitted on {placement_text(placement.assignments)}"
-                                  f"{how}: {leaf_text(e.rank, self.n)}"))
+                                  f"{how}: {mine}"))
 
     def run(self, entries: list[Entry]) -> dict[str, tuple[str, object, int]]:
         """Walk the queue once; outcome per workload: (kind, detail, free GPUs it saw). A

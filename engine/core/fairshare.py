@@ -41,7 +41,8 @@ from the top of the tree down to the leaf, so the rank can be explained with its
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from bisect import bisect_left, bisect_right
+from typing import Iterable, Mapping, Sequence
 
 from engine.core.ledger import rollup_usage
 from engine.core.types import LeafRank, LevelFactor
@@ -151,6 +152,76 @@ def outranked_after_charge(tree: BudgetTree, usage: Mapping[str, float], winner:
             if key < (-level_fairshare(ss, us), -ss, us, sib):
                 out.extend(leaves_under[sib])
     return frozenset(out)
+
+
+class ChargeOrder:
+    """:func:`outranked_after_charge` for many winners and charges while the ``behind`` side
+    changes a little at a time (one decision's anti-ping-pong checks, for one projection
+    horizon ``seconds``; ``ahead`` is ``rate x seconds`` per node).
+
+    The children of each inner node are kept sorted by their sort key with ``behind`` added,
+    so the siblings a charged path node still sorts before are a suffix of that order, found
+    by bisection; a child's key is recomputed only after :meth:`changed` names it. The keys
+    are the tuples :func:`outranked_after_charge` compares, from the same floats, so
+    :meth:`outranked` gives the same sets: for each level of the winner's path from the top,
+    the names of the siblings taken whole there (the path node's own name may be among them
+    and is to be left out). ``behind`` and ``rate`` are read, not copied: call
+    :meth:`changed` with the path of every leaf whose ``behind`` charge changed (each node on
+    the path may have) before the next call."""
+
+    def __init__(self, tree: BudgetTree, usage: Mapping[str, float], behind: Mapping[str, float],
+                 rate: Mapping[str, float], seconds: float):
+        self.tree, self.usage, self.behind = tree, usage, behind
+        self.rate, self.seconds = rate, seconds
+        # winner -> per level: (parent, path node, its share, its usage)
+        self._steps: dict[str, tuple[tuple[str, str, float, float], ...]] = {}
+        # parent -> (children's keys ascending, their names in the same order, key per child)
+        self._sorted: dict[str, tuple[list[tuple], list[str], dict[str, tuple]]] = {}
+
+    def _key(self, node: str) -> tuple:
+        share = self.tree.nodes[node].share_pct
+        used = self.usage.get(node, 0.0) + (self.behind.get(node, 0.0) if self.behind else 0.0)
+        return (-level_fairshare(share, used), -share, used, node)
+
+    def _children(self, parent: str) -> tuple[list[tuple], list[str], dict[str, tuple]]:
+        key_of = {k: self._key(k) for k in self.tree.children(parent)}
+        keys = sorted(key_of.values())
+        found = self._sorted[parent] = (keys, [k[3] for k in keys], key_of)
+        return found
+
+    def changed(self, paths: Iterable[Sequence[str]]) -> None:
+        """The ``behind`` charge of the nodes on each of ``paths`` (root first) may have changed."""
+        moved = {(path[d - 1], path[d]) for path in paths for d in range(1, len(path))}
+        for parent, child in moved:
+            found = self._sorted.get(parent)
+            if found is None:
+                continue  # sorted when first needed
+            keys, names, key_of = found
+            i = bisect_left(keys, key_of[child])
+            del keys[i], names[i]
+            new = key_of[child] = self._key(child)
+            i = bisect_left(keys, new)
+            keys.insert(i, new)
+            names.insert(i, child)
+
+    def outranked(self, winner: str, extra: float) -> tuple[tuple[str, ...], ...]:
+        """Per level of ``winner``'s path, the siblings its path node, charged ``extra`` and
+        ``ahead``, still sorts before (its own name possibly among them)."""
+        steps = self._steps.get(winner)
+        if steps is None:
+            path, nodes = self.tree.path(winner), self.tree.nodes
+            steps = self._steps[winner] = tuple(
+                (path[d - 1], path[d], nodes[path[d]].share_pct, self.usage.get(path[d], 0.0))
+                for d in range(1, len(path)))
+        rate, seconds, lists = self.rate, self.seconds, self._sorted
+        out = []
+        for parent, mine, share, used in steps:
+            r = rate.get(mine)
+            charged = used + extra + (r * seconds if r is not None else 0.0)
+            keys, names, _ = lists.get(parent) or self._children(parent)
+            key = (-level_fairshare(share, charged), -share, charged, mine)
+            out.append(tuple(names[bisect_right(keys, key):]))
+        return tuple(out)
 
 
 def subtree_leaves(tree: BudgetTree) -> dict[str, tuple[str, ...]]:

@@ -57,7 +57,9 @@ looks per topology group (see :mod:`engine.core.placement`) counting pod slots, 
 group wins over the best single node only when strictly cheaper (so a gang never preempts
 allocated work to stay on one node when unallocated work elsewhere would do). Victims that
 turn out unnecessary (overshoot) are dropped again, most expensive first. The cheapest
-(node or group) wins, ties by name.
+(node or group) wins, ties by name. (Nodes are tried in name order, and one is given up as
+soon as what it took costs more than the best before it; a busy decision tries them
+cheapest bound first instead, with the same answers: :mod:`engine.core.victim_index`.)
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from engine.model import BudgetTree
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
+from engine.core.victim_index import SCAN, VictimIndex, cheapest_node
 
 
 @dataclass(frozen=True)
@@ -119,21 +122,22 @@ def set_cost(victims: Iterable[Victim]) -> tuple[float, float, int]:
     return (alloc, unalloc, n)
 
 
-def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
-                 by_node: Mapping[str, Sequence[Victim]], ok: frozenset[str],
-                 exclude: frozenset[str] = frozenset(), held: Mapping[str, int] | None = None,
-                 debug_ok: frozenset[str] | None = None) -> tuple[Placement, list[Victim]] | None:
-    """Cheapest set of victims whose GPUs, with the free ones, give the gang a valid placement;
-    None when no set does. ``by_node`` lists preemptible running work per node in
-    :attr:`Victim.order`; a victim is eligible when unallocated or its leaf is in ``ok``.
-    ``held`` (optional) bounds the GPUs all victims hold per node, to skip hopeless nodes.
-    ``debug_ok`` (a debug preemptor): a debug victim is eligible only if its leaf is in it."""
+_Best = tuple  # (score, placement, victims); score = (set_cost, 0 node / 1 group, name)
+
+
+def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
+                by_node: Mapping[str, Sequence[Victim]], ok: frozenset[str],
+                exclude: frozenset[str], held: Mapping[str, int] | None,
+                debug_ok: frozenset[str] | None) -> _Best | None:
+    """The cheapest single node, trying every node in cluster and name order. Each node takes
+    its eligible victims in order until it has room, then drops the overshoot; a node whose
+    victims already cost more than the best so far, (allocated, unallocated), is given up
+    (before the overshoot is dropped: this makes the answer depend on the order, see
+    :func:`engine.core.victim_index.cheapest_node`)."""
     # a debug victim (allocated) is eligible for a debug preemptor only if its leaf is in
     # ``debug_ok``; checked inline below (filtering every node's list up front cost more)
-    total = gpus_per_pod * pods
-    best: tuple[tuple, Placement, list[Victim]] | None = None
+    best: _Best | None = None
     bound: tuple[float, float] | None = None
-    # 1. one node if it can
     free_of, node_of, victims_on = pool.free, pool.nodes, by_node.get
     held_on = held.get if held is not None else None
     for c in clusters:
@@ -170,6 +174,30 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
             if best is None or score < best[0]:
                 best = (score, Placement(((n, total),)), chosen)
                 bound = score[0][:2]
+    return best
+
+
+def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
+                 by_node: Mapping[str, Sequence[Victim]], ok: frozenset[str],
+                 exclude: frozenset[str] = frozenset(), held: Mapping[str, int] | None = None,
+                 debug_ok: frozenset[str] | None = None) -> tuple[Placement, list[Victim]] | None:
+    """Cheapest set of victims whose GPUs, with the free ones, give the gang a valid placement;
+    None when no set does. ``by_node`` lists preemptible running work per node in
+    :attr:`Victim.order`; a victim is eligible when unallocated or its leaf is in ``ok``.
+    ``held`` (optional) bounds the GPUs all victims hold per node, to skip hopeless nodes.
+    ``debug_ok`` (a debug preemptor): a debug victim is eligible only if its leaf is in it.
+    With a :class:`~engine.core.victim_index.VictimIndex` as ``by_node`` (it knows what
+    victims hold; ``held`` is then not used) the one-node part visits nodes cheapest bound
+    first (:func:`~engine.core.victim_index.cheapest_node`): same answer, far fewer nodes."""
+    total = gpus_per_pod * pods
+    # 1. one node if it can
+    best: _Best | None | object = SCAN
+    if isinstance(by_node, VictimIndex):
+        held = by_node.held
+        if by_node.worth_sorting(tuple(clusters), total):
+            best = cheapest_node(total, clusters, pool, by_node, ok, exclude, debug_ok)
+    if best is SCAN:
+        best = _scan_nodes(total, clusters, pool, by_node, ok, exclude, held, debug_ok)
     if pods == 1:
         return None if best is None else (best[1], best[2])
     # 2. a multi-node gang inside one group (taken only if strictly cheaper than one node)
@@ -321,6 +349,7 @@ class Projection:
                     self._under.setdefault(n, []).append((rate, seconds))
             self._under_len = len(self.protected)
         return self._under.get(node, [])
+
 
 
 class _Certain(dict):

@@ -1,0 +1,110 @@
+"""The anti-ping-pong rule for one decision, answered fast.
+
+:mod:`engine.core.preemption` states the rule: a preemptor's leaf, charged its whole
+protected run plus what its running work adds (``ahead``), must still sort before the
+victim's leaf, charged only its certain usage (``behind``), at the level where their paths
+split (:func:`~engine.core.fairshare.still_ranks_above`); the leaves that pass, for one
+preemptor, are :func:`~engine.core.fairshare.outranked_after_charge`. A busy decision asks
+this hundreds of times while every admission and preemption moves the projection, so
+:class:`PingPongLeaves` answers from a :class:`~engine.core.fairshare.ChargeOrder` that
+follows the projection instead of recomputing every sibling's key each time. Its answers
+are those of the two functions, from the same floats; nothing is kept across decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from engine.core.fairshare import (ChargeOrder, outranked_after_charge, still_ranks_above,
+                                   subtree_leaves)
+from engine.core.preemption import Projection
+from engine.model import BudgetTree
+
+
+class PingPongLeaves:
+    """For one decision: the leaves whose work past its min runtime a preemptor of a given
+    leaf and charge may take under the anti-ping-pong rule, i.e.
+    ``outranked_after_charge(tree, usage, leaf, extra, leaves_under, proj.ahead(m),
+    proj.behind(m)) & lower`` (``lower``: the leaves ranked below the preemptor), as the
+    projection moves.
+
+    The first few questions at a min runtime ``m`` call that function. From the
+    :data:`ORDER_AFTER`-th on (a busy decision asks hundreds), a
+    :class:`~engine.core.fairshare.ChargeOrder` for ``m`` keeps the siblings sorted and is
+    told of the protected runs added since it last looked (only they change ``behind``);
+    its sets are cached by what they are made of (leaf, ``lower``, siblings taken at each
+    level), so equal sets are the same object. Both give the same sets."""
+
+    def __init__(self, tree: BudgetTree, usage: Mapping[str, float], proj: Projection):
+        self.tree, self.usage, self.proj = tree, usage, proj
+        self._under: dict[str, tuple[str, ...]] = {}
+        self._all: frozenset[str] = frozenset()  # every leaf
+        self._calls: dict[float, int] = {}  # m -> questions so far
+        self._orders: dict[float, ChargeOrder] = {}
+        self._seen: dict[float, int] = {}  # m -> protected runs its order has been told of
+        self._sets: dict[tuple, frozenset[str]] = {}  # (leaf, lower, levels) -> the leaves
+        self._levels: dict[tuple, tuple] = {}  # (leaf, extra, m) -> (projection version, levels)
+
+    def _order(self, m: float) -> ChargeOrder | None:
+        """Count a question at ``m``; from the :data:`ORDER_AFTER`-th on, its order, up to date."""
+        if not self._under:
+            self._under = subtree_leaves(self.tree)
+            self._all = frozenset(self._under[self.tree.root])
+        proj = self.proj
+        order = self._orders.get(m)
+        if order is None:
+            calls = self._calls[m] = self._calls.get(m, 0) + 1
+            if calls < ORDER_AFTER:
+                return None
+            order = ChargeOrder(self.tree, self.usage, proj.behind(m), proj.rate, m)
+            self._orders[m] = order
+            self._seen[m] = len(proj.protected)
+        elif self._seen[m] != len(proj.protected):
+            order.changed([path for path, _, _ in proj.protected[self._seen[m]:]])
+            self._seen[m] = len(proj.protected)
+        return order
+
+    def leaves(self, leaf: str, charge: tuple[float, float],
+               lower: frozenset[str]) -> frozenset[str]:
+        """The leaves of ``lower`` a preemptor of ``leaf`` may take; ``charge`` = (GPU-seconds
+        its protected run charges, its min runtime)."""
+        extra, m = charge
+        order = self._order(m)
+        if order is None:
+            return outranked_after_charge(self.tree, self.usage, leaf, extra, self._under,
+                                          self.proj.ahead(m), self.proj.behind(m)) & lower
+        return self._sorted_leaves(order, leaf, extra, m, lower)
+
+    def still_above(self, winner: str, loser: str, extra: float, m: float) -> bool:
+        """``still_ranks_above(tree, usage, winner, loser, extra, proj.ahead(m), proj.behind(m))``,
+        the test of one pair (where their paths split), i.e. ``loser`` is among the leaves
+        :meth:`leaves` gives with every leaf ranked lower."""
+        order = self._order(m)
+        if order is None:
+            return still_ranks_above(self.tree, self.usage, winner, loser, extra,
+                                     self.proj.ahead(m), self.proj.behind(m))
+        return loser in self._sorted_leaves(order, winner, extra, m, self._all)
+
+    def _sorted_leaves(self, order: ChargeOrder, leaf: str, extra: float, m: float,
+                       lower: frozenset[str]) -> frozenset[str]:
+        asked = (leaf, extra, m)
+        hit = self._levels.get(asked)
+        if hit is not None and hit[0] == self.proj.version:
+            levels = hit[1]
+        else:
+            levels = order.outranked(leaf, extra)
+            self._levels[asked] = (self.proj.version, levels)
+        key = (leaf, lower, levels)
+        found = self._sets.get(key)
+        if found is None:
+            path, under = self.proj._path(leaf), self._under
+            out: list[str] = []
+            for depth, siblings in enumerate(levels, 1):
+                for sib in siblings:
+                    if sib != path[depth]:
+                        out.extend(under[sib])
+            found = self._sets[key] = frozenset(out) & lower
+        return found
+
+
+ORDER_AFTER = 4  # questions at one min runtime in a decision before its siblings are kept sorted

@@ -1,0 +1,278 @@
+"""The preemptible running work of one decision pass, indexed for the victim search.
+
+:func:`engine.core.preemption.find_victims` looks for the node where making room for a
+workload of ``T`` GPUs costs least. Trying every node for every pending workload was most
+of the time of a busy decision (hundreds of searches over every node), so this index also
+keeps, per (cluster, ``T``), the nodes sorted by a **lower bound** of that cost, and
+:func:`cheapest_node` visits nodes cheapest bound first and stops as soon as the next bound
+is no better than the best set found (its docstring says why the answer is the one of
+trying every node in name order). The index lives for one pass; nothing is kept across
+decisions, and the search answers the same with or without it.
+
+Costs compare as in the search: ``((allocated cost, unallocated cost, count), 0, node)``
+(:func:`~engine.core.preemption.set_cost`, then the node name). A node with ``free`` GPUs
+needs ``need = T - free`` more; with ``need <= 0`` its cost is ``((0.0, 0.0, 0), 0, node)``.
+Otherwise the bound looks at *every* victim still on the node (the preemptor may only take
+some of them, so the bound holds whichever it may take). Let ``k`` be the fewest of them
+whose GPUs on the node reach ``need`` (largest first): any set that makes room has at least
+``k`` victims. Victims are kept in :attr:`~engine.core.preemption.Victim.order`
+(unallocated first, then by cost), so with ``nu`` unallocated ones:
+
+* no unallocated victim: ``(sum of the k cheapest costs, 0.0, k)``;
+* an allocated victim costing nothing (no grace period): ``(0.0, 0.0, k)``;
+* ``nu >= k``: ``(0.0, sum of the k cheapest unallocated costs, k)``: a set of unallocated
+  victims only costs at least that, and a set with an allocated one costs more (its
+  allocated part is above 0);
+* ``nu < k``: ``(sum of the k - nu cheapest allocated costs, 0.0, k)``: at least ``k - nu``
+  of the set are allocated.
+
+Sums are taken in victim order from ``0.0``, as the search sums a set, so each bound is a
+float no larger than the cost of any set that makes room (adding a non-negative float never
+decreases a sum, whatever the rounding). Nodes that cannot make room even with every victim
+(free plus held GPUs below ``T``) are left out.
+
+The index is told of every change to a node: a victim gone (:meth:`VictimIndex.remove`) or
+its free GPUs changed (:meth:`VictimIndex.changed`); sorted lists catch up lazily, on their
+next use, for the nodes changed since.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from itertools import accumulate
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from engine.core.types import Placement
+
+if TYPE_CHECKING:
+    from engine.core.placement import Pool
+    from engine.core.preemption import Victim
+
+Bound = tuple  # ((allocated cost, unallocated cost, count), 0, node)
+SORT_AFTER = 3  # searches of one size in a pass before its nodes are sorted
+
+
+class VictimIndex:
+    """Alive victims per node (in victim order), the GPUs they hold per node, and the nodes
+    of a cluster sorted by the lower bound of the cost of making room (module docstring).
+    Reads like a mapping node -> victims (``get``)."""
+
+    def __init__(self, victims: Iterable[Victim]):
+        """``victims`` in :attr:`~engine.core.preemption.Victim.order`."""
+        self.on: dict[str, list[Victim]] = {}
+        self.held: dict[str, int] = {}  # GPUs alive victims hold per node
+        # alive victims: unallocated ones, and per leaf, non-debug and debug ones
+        self.unallocated = 0
+        self.plain: dict[str, int] = {}
+        self.debug: dict[str, int] = {}
+        on, held, plain, debug = self.on, self.held, self.plain, self.debug
+        for v in victims:
+            for n, g in v.on:
+                on.setdefault(n, []).append(v)
+                held[n] = held.get(n, 0) + g
+            if v.leaf is None:
+                self.unallocated += 1
+            else:
+                alive = debug if v.debug else plain
+                alive[v.leaf] = alive.get(v.leaf, 0) + 1
+        self._log: list[str] = []  # nodes changed, in order (sorted lists replay it)
+        self._sums: dict[str, _NodeSums] = {}  # per node, dropped when its victims change
+        self._sorted: dict[tuple[str, int], _Sorted] = {}
+        self._searches: dict[tuple, int] = {}  # (clusters, total) -> searches so far
+
+    def get(self, node: str, default=()):
+        return self.on.get(node, default)
+
+    def remove(self, victim: Victim) -> None:
+        """``victim`` was preempted: it leaves every node it ran on."""
+        for n, g in victim.on:
+            on = self.on[n]
+            del on[next(i for i, v in enumerate(on) if v is victim)]  # (no field-wise ==)
+            self.held[n] -= g
+            self._sums.pop(n, None)
+            self._log.append(n)
+        if victim.leaf is None:
+            self.unallocated -= 1
+        else:
+            alive = self.debug if victim.debug else self.plain
+            alive[victim.leaf] -= 1
+            if not alive[victim.leaf]:
+                del alive[victim.leaf]
+
+    def worth_sorting(self, clusters: tuple[str, ...], total: int) -> bool:
+        """Count a search for ``total`` GPUs on one node of ``clusters``: True from the
+        :data:`SORT_AFTER`-th on. Sorting a cluster's nodes costs about what a few plain scans
+        do, so passes with few searches of a size (most simulator passes) never sort."""
+        key = (clusters, total)
+        n = self._searches[key] = self._searches.get(key, 0) + 1
+        return n >= SORT_AFTER
+
+    def any_eligible(self, ok: frozenset[str], debug_ok: frozenset[str] | None) -> bool:
+        """Is some victim left that a preemptor allowed ``ok`` (and ``debug_ok``, see
+        :func:`~engine.core.preemption.find_victims`) may take? (Set operations only.)"""
+        if self.unallocated or not ok.isdisjoint(self.plain):
+            return True
+        if debug_ok is None:
+            return not ok.isdisjoint(self.debug)
+        return not ok.isdisjoint(debug_ok.intersection(self.debug))
+
+    def changed(self, node: str) -> None:
+        """``node``'s free GPUs changed."""
+        self._log.append(node)
+
+    def bound(self, node: str, need: int) -> Bound | None:
+        """The lower bound for ``node`` needing ``need`` more GPUs; None if its victims
+        cannot free that many."""
+        if need <= 0:
+            return ((0.0, 0.0, 0), 0, node)
+        if self.held.get(node, 0) < need:
+            return None
+        sums = self._sums.get(node)
+        if sums is None:
+            sums = self._sums[node] = _NodeSums(self.on.get(node, ()), node)
+        return sums.bound(need, node)
+
+    def sorted_bounds(self, pool: Pool, cluster: str, total: int) -> list[Bound]:
+        """Bounds of ``cluster``'s nodes for a workload of ``total`` GPUs on one node,
+        ascending (nodes smaller than ``total`` or that cannot make room left out)."""
+        key = (cluster, total)
+        s = self._sorted.get(key)
+        if s is None:
+            s = self._sorted[key] = _Sorted(self, pool, cluster, total)
+        elif s.seen < len(self._log):
+            s.catch_up(self, pool)
+        return s.bounds
+
+
+class _NodeSums:
+    """What the bounds of one node need: unallocated count, running sums of costs
+    (unallocated, allocated) and of the largest GPU counts on the node."""
+
+    __slots__ = ("nu", "unalloc", "alloc", "reach", "free_victim")
+
+    def __init__(self, victims: list[Victim], node: str):
+        # running sums from 0.0 in victim order, as the search sums a set
+        self.unalloc = list(accumulate([v.cost for v in victims if v.leaf is None], initial=0.0))
+        self.alloc = list(accumulate([v.cost for v in victims if v.leaf is not None], initial=0.0))
+        self.nu = len(self.unalloc) - 1
+        # an allocated victim that costs nothing (only the first can, costs ascend)
+        self.free_victim = len(self.alloc) > 1 and self.alloc[1] <= 0.0
+        gpus = sorted([v.per_node[node] for v in victims], reverse=True)
+        self.reach = list(accumulate(gpus, initial=0))  # GPUs of the j largest victims
+
+    def bound(self, need: int, node: str) -> Bound | None:
+        reach = self.reach
+        if reach[-1] < need:
+            return None
+        k = bisect_left(reach, need)  # fewest victims whose GPUs reach ``need``
+        nu = self.nu
+        if nu == 0:
+            cost = (self.alloc[k], 0.0, k)
+        elif self.free_victim:
+            cost = (0.0, 0.0, k)
+        elif nu >= k:
+            cost = (0.0, self.unalloc[k], k)
+        else:
+            cost = (self.alloc[k - nu], 0.0, k)
+        return (cost, 0, node)
+
+
+class _Sorted:
+    """One (cluster, total): the bounds of its nodes, sorted, as of ``seen`` log entries."""
+
+    __slots__ = ("total", "members", "bounds", "of", "seen")
+
+    def __init__(self, index: VictimIndex, pool: Pool, cluster: str, total: int):
+        self.total = total
+        self.members = frozenset(n for n in pool.clusters.get(cluster, ())
+                                 if pool.nodes[n].gpus >= total)
+        self.of: dict[str, Bound | None] = {
+            n: index.bound(n, total - pool.free[n]) for n in self.members}
+        self.bounds = sorted(b for b in self.of.values() if b is not None)
+        self.seen = len(index._log)
+
+    def catch_up(self, index: VictimIndex, pool: Pool) -> None:
+        bounds, of, members = self.bounds, self.of, self.members
+        for n in set(index._log[self.seen:]):
+            if n not in members:
+                continue
+            old = of[n]
+            if old is not None:
+                del bounds[bisect_left(bounds, old)]
+            new = of[n] = index.bound(n, self.total - pool.free[n])
+            if new is not None:
+                insort(bounds, new)
+        self.seen = len(index._log)
+
+
+SCAN = object()  # :func:`cheapest_node`'s answer when only the scan in node order can tell
+
+
+def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: VictimIndex,
+                  ok: frozenset[str], exclude: frozenset[str],
+                  debug_ok: frozenset[str] | None) -> tuple | None | object:
+    """The answer of :func:`engine.core.preemption._scan_nodes` (the cheapest single node
+    for ``total`` GPUs, as ``(score, placement, victims)``), trying nodes by ascending lower
+    bound and stopping at the first bound no better than the best node found: ``m``, the
+    node whose set is cheapest (ties by name, so unique).
+
+    The scan in name order gives up a node once its victims taken so far cost more than the
+    best node before it, *before* dropping the overshoot; only then can a node's final set
+    cost less than what it had taken. So if ``m`` dropped nothing that cost anything (what
+    it took, (allocated, unallocated), is its final cost), the scan does not give it up
+    (every earlier best costs more) and nothing after it is cheaper: the scan answers ``m``
+    too. Otherwise this returns :data:`SCAN` and the caller scans."""
+    best: tuple | None = None  # (score, victims, (allocated, unallocated) taken before dropping)
+    free_of, victims_on = pool.free, index.on.get
+    # with no victim it may take, only a node with room already will do (they come first)
+    takes = index.any_eligible(ok, debug_ok)
+    for c in clusters:
+        for bound in index.sorted_bounds(pool, c, total):
+            if best is not None and bound >= best[0]:
+                break
+            n = bound[2]
+            if n in exclude:
+                continue
+            need = total - free_of[n]
+            if need > 0 and not takes:
+                break
+            chosen: list[Victim] = []
+            got = 0
+            alloc = unalloc = 0.0
+            for v in victims_on(n, ()):
+                if got >= need:
+                    break
+                if v.leaf is None:
+                    unalloc += v.cost
+                elif v.leaf in ok and (debug_ok is None or not v.debug or v.leaf in debug_ok):
+                    alloc += v.cost
+                else:
+                    continue
+                chosen.append(v)
+                got += v.per_node[n]
+            if got < need:
+                continue
+            cost = (alloc, unalloc, len(chosen))  # ``set_cost(chosen)``: the same sums
+            if len(chosen) > 1:  # (one victim is never overshoot)
+                for v in reversed(chosen[:]):  # drop overshoot, most expensive first
+                    g = v.per_node[n]
+                    if got - g >= need:
+                        chosen.remove(v)
+                        got -= g
+                if len(chosen) < cost[2]:  # summed again, as ``set_cost`` sums
+                    kept_alloc = kept_unalloc = 0.0
+                    for v in chosen:
+                        if v.leaf is None:
+                            kept_unalloc += v.cost
+                        else:
+                            kept_alloc += v.cost
+                    cost = (kept_alloc, kept_unalloc, len(chosen))
+            score = (cost, 0, n)
+            if best is None or score < best[0]:
+                best = (score, chosen, (alloc, unalloc))
+    if best is None:
+        return None
+    score, chosen, taken = best
+    if taken != score[0][:2]:
+        return SCAN
+    return (score, Placement(((score[2], total),)), chosen)

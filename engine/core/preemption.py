@@ -71,7 +71,7 @@ from engine.model import BudgetTree
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
-from engine.core.victim_index import SCAN, VictimIndex, cheapest_node
+from engine.core.victim_index import SCAN, VictimIndex, cheapest_node, take_on_node
 
 
 @dataclass(frozen=True)
@@ -147,22 +147,8 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
             need = total - free_of[n]
             if held_on is not None and held_on(n, 0) < need:
                 continue
-            chosen: list[Victim] = []
-            got = 0
-            alloc = unalloc = 0.0
-            for v in victims_on(n, ()):
-                if got >= need:
-                    break
-                if v.leaf is None:
-                    unalloc += v.cost
-                elif v.leaf in ok and (debug_ok is None or not v.debug or v.leaf in debug_ok):
-                    alloc += v.cost
-                else:
-                    continue
-                if bound is not None and (alloc, unalloc) > bound:
-                    break  # already dearer than the best node: costs only grow
-                chosen.append(v)
-                got += v.per_node[n]
+            # given up once dearer than the best node so far
+            chosen, got, _, _ = take_on_node(victims_on(n, ()), n, need, ok, debug_ok, bound)
             if got < need:
                 continue
             for v in reversed(chosen[:]):  # drop overshoot, most expensive first

@@ -208,6 +208,33 @@ class _Sorted:
 SCAN = object()  # :func:`cheapest_node`'s answer when only the scan in node order can tell
 
 
+def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str],
+                 debug_ok: frozenset[str] | None, give_up: tuple[float, float] | None = None
+                 ) -> tuple[list[Victim], int, float, float]:
+    """Eligible victims on node ``n``, in victim order, until they hold ``need`` GPUs there:
+    ``(chosen, GPUs, allocated cost, unallocated cost)``. Eligible: unallocated, or a leaf in
+    ``ok`` (a debug victim only if its leaf is also in ``debug_ok``, when given). With
+    ``give_up``, stops short (GPUs < need) as soon as the cost taken, (allocated,
+    unallocated), exceeds it: costs only grow."""
+    chosen: list[Victim] = []
+    got = 0
+    alloc = unalloc = 0.0
+    for v in victims:
+        if got >= need:
+            break
+        if v.leaf is None:
+            unalloc += v.cost
+        elif v.leaf in ok and (debug_ok is None or not v.debug or v.leaf in debug_ok):
+            alloc += v.cost
+        else:
+            continue
+        if give_up is not None and (alloc, unalloc) > give_up:
+            break
+        chosen.append(v)
+        got += v.per_node[n]
+    return chosen, got, alloc, unalloc
+
+
 def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: VictimIndex,
                   ok: frozenset[str], exclude: frozenset[str],
                   debug_ok: frozenset[str] | None) -> tuple | None | object:
@@ -236,20 +263,7 @@ def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: Victim
             need = total - free_of[n]
             if need > 0 and not takes:
                 break
-            chosen: list[Victim] = []
-            got = 0
-            alloc = unalloc = 0.0
-            for v in victims_on(n, ()):
-                if got >= need:
-                    break
-                if v.leaf is None:
-                    unalloc += v.cost
-                elif v.leaf in ok and (debug_ok is None or not v.debug or v.leaf in debug_ok):
-                    alloc += v.cost
-                else:
-                    continue
-                chosen.append(v)
-                got += v.per_node[n]
+            chosen, got, alloc, unalloc = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
             if got < need:
                 continue
             cost = (alloc, unalloc, len(chosen))  # ``set_cost(chosen)``: the same sums

@@ -12,6 +12,7 @@ managers (``share_pct``), and fractions of the whole cluster when "effective".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Iterable, Literal, Mapping
 
@@ -152,6 +153,38 @@ class BudgetTree:
 
     def walk(self) -> tuple[str, ...]:
         """All node names, depth-first pre-order, children in name order."""
+        return self._walk
+
+    def path(self, name: str) -> tuple[str, ...]:
+        """Names from the root down to ``name`` inclusive."""
+        path = self._paths.get(name)
+        if path is None:
+            out = [name]
+            while (parent := self.nodes[out[-1]].parent) is not None:
+                out.append(parent)
+            path = self._paths[name] = tuple(reversed(out))
+        return path
+
+    def bottom_up(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """``(name, children)`` for every node, children before parents (reversed :meth:`walk`):
+        the order in which to roll values up the tree."""
+        return self._bottom_up
+
+    def leaves_under(self) -> Mapping[str, tuple[str, ...]]:
+        """Each node's leaves, in depth-first name order (a leaf: itself)."""
+        return self._leaves_under
+
+    def sibling_shares(self, parent: str) -> tuple[float, ...]:
+        """Each child's share normalised among its siblings, in :meth:`children` order:
+        ``share_pct / sum(share_pct of the children)`` (0.0 for all when that sum is 0)."""
+        return self._sibling_shares[parent]
+
+    # Derived structures, computed on first use and kept on the (frozen, immutable) tree:
+    # ``cached_property`` stores them in the instance dict, outside the dataclass fields, so
+    # equality, hashing and repr are unchanged. Shared: callers must not mutate them.
+
+    @cached_property
+    def _walk(self) -> tuple[str, ...]:
         out: list[str] = []
         stack = [self.root]
         while stack:
@@ -160,12 +193,28 @@ class BudgetTree:
             stack.extend(reversed(self._children[name]))
         return tuple(out)
 
-    def path(self, name: str) -> tuple[str, ...]:
-        """Names from the root down to ``name`` inclusive."""
-        out = [name]
-        while (parent := self.nodes[out[-1]].parent) is not None:
-            out.append(parent)
-        return tuple(reversed(out))
+    @cached_property
+    def _paths(self) -> dict[str, tuple[str, ...]]:
+        return {}
+
+    @cached_property
+    def _bottom_up(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple((name, self._children[name]) for name in reversed(self._walk))
+
+    @cached_property
+    def _leaves_under(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for name, kids in self._bottom_up:
+            out[name] = tuple(x for k in kids for x in out[k]) if kids else (name,)
+        return out
+
+    @cached_property
+    def _sibling_shares(self) -> dict[str, tuple[float, ...]]:
+        out: dict[str, tuple[float, ...]] = {}
+        for parent, kids in self._children.items():
+            total = sum(self.nodes[k].share_pct for k in kids)
+            out[parent] = tuple(self.nodes[k].share_pct / total if total > 0 else 0.0 for k in kids)
+        return out
 
     def depth(self, name: str) -> int:
         return len(self.path(name)) - 1

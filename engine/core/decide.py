@@ -46,11 +46,11 @@ from engine.core.drain import drain
 from engine.core.explain import StatusMap, leaf_text, placement_text, when
 from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
-from engine.core.placement import Pool, ShapeVerdicts
 from engine.core.pingpong import PingPongLeaves
+from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
                                     progress_lost)
-from engine.core.queue import Entry, build_queue, charged_leaf, is_debug
+from engine.core.queue import Entry, build_queue, is_debug
 from engine.core.reservation import Reservation, earliest_start, hold_nodes
 from engine.core.statuses import pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
@@ -66,11 +66,12 @@ class _Pass:
     def __init__(self, snapshot: Snapshot, config: Config, now: float):
         self.now = now
         self.tree, self.policy = config.tree, config.policy
-        self.ranks = rank_leaves(self.tree, snapshot.usage)
+        self.used_tree = rollup_usage(self.tree, snapshot.usage)
+        self.ranks = rank_leaves(self.tree, snapshot.usage, self.used_tree)
         self.n = len(self.ranks)
         self.all_leaves = frozenset(self.ranks)  # what a debug workload may preempt
-        self.used_tree = rollup_usage(self.tree, snapshot.usage)
         self.weights = {c.name: self.policy.billing_weight(c.gpu_type) for c in self.policy.clusters}
+        layout = _LAYOUTS.get(snapshot.nodes, self.policy.gang_in_one_domain)
         self.node_actions, self.evictions, self.draining = drain(
             snapshot.nodes, snapshot.running, self.policy.drain, now)
         evicted = {p.workload_id for p in self.evictions}
@@ -78,7 +79,7 @@ class _Pass:
         # per node, charged leaf and rank, charge rate for the projection, victims (as
         # ``make_victim`` builds them). Sums are accumulated in the same order as ``rate_of`` /
         # ``Placement.gpus`` (same floats).
-        self.node_weight = {s.name: self.weights.get(s.cluster, 1.0) for s in snapshot.nodes}
+        self.node_weight = layout.node_weights(self.weights)  # read-only
         nweight, ranks, unranked = self.node_weight, self.ranks, self.n + 1
         grace, rule = self.policy.preemption_grace_s, self.policy.debug
         used: dict[str, int] = {}
@@ -109,7 +110,7 @@ class _Pass:
             if now >= r.protected_until:
                 victims.append(Victim(w.id, r, leaf, rank, progress_lost(r, now, grace), gpus,
                                       dict(assignments), debug=leaf is not None and is_debug(c, rule)))
-        self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain)
+        self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain, layout)
         self.proj = Projection(self.tree)
         self.proj.add_all(charges)
         self.victims = sorted(victims, key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
@@ -311,7 +312,7 @@ class _Pass:
         for it, or say why it waits."""
         nofit, novictims, maxfail = self.nofit, self.novictims, self.maxfail
         noreserve, quick = self.noreserve, self.quick
-        w, c = e.workload, e.workload.contract
+        c = e.workload.contract
         clusters = self.pool.cluster_names(c.cluster)
         free = 0 if quick else self.pool.free_in(clusters)
         if quick and (e.leaf is None or len(self.reservations) >= self.max_reservations):
@@ -418,8 +419,9 @@ class _Pass:
         short, placement = held
         nodes = placement.nodes
         ours = {wid for _, wid, _ in releases}
-        blockers = sorted({r.workload.id for r, _, _ in self.held if r.workload.id not in self.gone
-                           and r.workload.id not in ours and any(n in nodes for n in r.placement.nodes)})
+        on = frozenset(nodes)
+        blockers = sorted({r.workload.id for r, _, _ in self.held if not on.isdisjoint(r.placement.nodes)
+                           and r.workload.id not in self.gone and r.workload.id not in ours})
         free = sum(self.pool.free[n] for n in nodes)
         cap = sum(self.pool.nodes[n].gpus for n in nodes)
         may = sum(later.get(n, 0) for n in nodes)
@@ -438,6 +440,7 @@ class _Pass:
 
 
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions
+_LAYOUTS = Layouts()  # static node layout per nodes tuple, across decisions
 
 
 def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
@@ -449,12 +452,14 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     for e in entries:
         c = e.workload.contract
         key = (c.gpus_per_pod, c.pods, c.cluster)
-        if key not in memo:
-            memo[key] = _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain, c)
-        if memo[key] is None:
+        try:
+            verdict = memo[key]
+        except KeyError:
+            verdict = memo[key] = _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain, c)
+        if verdict is None:
             kept.append(e)
         else:
-            rejects.append((e.workload, memo[key]))
+            rejects.append((e.workload, verdict))
     rejects.sort(key=lambda r: r[0].id)
     outcome = p.run(kept)
     actions: list[Action] = [*p.node_actions, *p.evictions]
@@ -462,12 +467,10 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     actions += p.actions
     admitted = {a.workload_id: a for a in p.actions if isinstance(a, Admit)}
     # id -> (builder, *arguments): a status is built on first access (StatusMap)
-    thunks: dict[str, tuple] = {}
-    for w, reason in rejects:
-        thunks[w.id] = (WorkloadStatus, w.id, "rejected", reason)
-    for pos, e in enumerate(kept, 1):
-        thunks[e.workload.id] = (pending_status, p, e, pos, outcome, admitted)
+    thunks: dict[str, tuple] = {w.id: (WorkloadStatus, w.id, "rejected", reason)
+                                for w, reason in rejects}
+    thunks.update({e.workload.id: (pending_status, p, e, pos, outcome, admitted)
+                   for pos, e in enumerate(kept, 1)})
     evictions = {a.workload_id: a for a in p.evictions}
-    for r in snapshot.running:
-        thunks[r.workload.id] = (running_status, p, r, evictions)
+    thunks.update({r.workload.id: (running_status, p, r, evictions) for r in snapshot.running})
     return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks)

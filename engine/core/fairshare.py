@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from operator import itemgetter
 from typing import Iterable, Mapping, Sequence
 
 from engine.core.ledger import rollup_usage
@@ -58,40 +59,43 @@ def level_fairshare(share: float, usage_fraction: float) -> float:
     return share / usage_fraction
 
 
-def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]) -> list[LevelFactor]:
-    kids = tree.children(parent)
-    total_share = sum(tree.nodes[k].share_pct for k in kids)
+def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
+                     ) -> list[tuple[tuple, LevelFactor]]:
+    """``parent``'s children as ``(sort key, LevelFactor)`` in Fair Tree order: LF first
+    (higher first), then share (higher first), then usage, then name (unique)."""
     parent_usage = used[parent]
-    out = []
-    for k in kids:
-        s = tree.nodes[k].share_pct / total_share if total_share > 0 else 0.0
-        u = used[k] / parent_usage if parent_usage > 0 else 0.0
-        out.append(LevelFactor(node=k, share=s, usage=u, fairshare=level_fairshare(s, u)))
-    out.sort(key=lambda f: (-f.fairshare, -f.share, used[f.node], f.node))
-    return out
+    keyed = []
+    for k, s in zip(tree.children(parent), tree.sibling_shares(parent)):  # S: normalised share
+        usage = used[k]
+        u = usage / parent_usage if parent_usage > 0 else 0.0
+        f = level_fairshare(s, u)
+        keyed.append(((-f, -s, usage, k), LevelFactor(k, s, u, f)))
+    keyed.sort(key=itemgetter(0))
+    return keyed
 
 
-def rank_leaves(tree: BudgetTree, usage: Mapping[str, float]) -> dict[str, LeafRank]:
-    """Rank every leaf of ``tree`` (1 = served first) from charged usage per leaf."""
-    used = rollup_usage(tree, usage)
+def rank_leaves(tree: BudgetTree, usage: Mapping[str, float],
+                used: Mapping[str, float] | None = None) -> dict[str, LeafRank]:
+    """Rank every leaf of ``tree`` (1 = served first) from charged usage per leaf. ``used``:
+    ``rollup_usage(tree, usage)`` when the caller already has it (saves recomputing it)."""
+    if used is None:
+        used = rollup_usage(tree, usage)
     total = used[tree.root]
     ranks: dict[str, LeafRank] = {}
     # depth-first walk; the stack carries the chain of LevelFactors from the top down
     stack: list[tuple[str, tuple[LevelFactor, ...]]] = [(tree.root, ())]
     while stack:
         name, levels = stack.pop()
-        kids = tree.children(name)
-        if not kids:
+        if not tree.children(name):
             share = tree.effective_share(name)
             fraction = used[name] / total if total > 0 else 0.0
             if share > 0:
                 metric = fraction / share
             else:
                 metric = math.inf if fraction > 0 else 0.0
-            ranks[name] = LeafRank(leaf=name, rank=len(ranks) + 1, usage=used[name],
-                                   share=share, metric=metric, levels=levels)
+            ranks[name] = LeafRank(name, len(ranks) + 1, used[name], share, metric, levels)
             continue
-        for factor in reversed(_sibling_factors(tree, name, used)):
+        for _, factor in reversed(_sibling_factors(tree, name, used)):
             stack.append((factor.node, levels + (factor,)))
     return ranks
 

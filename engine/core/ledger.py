@@ -271,7 +271,7 @@ class Ledger:
 def rollup_usage(tree: BudgetTree, usage: Mapping[str, float]) -> dict[str, float]:
     """Usage of every node of ``tree``: leaves from ``usage`` (missing = 0), inner nodes summed."""
     out: dict[str, float] = {}
-    for name in reversed(tree.walk()):
-        kids = tree.children(name)
-        out[name] = sum(out[k] for k in kids) if kids else float(usage.get(name, 0.0))
+    get = usage.get
+    for name, kids in tree.bottom_up():  # children before parents
+        out[name] = sum(map(out.__getitem__, kids)) if kids else float(get(name, 0.0))
     return out

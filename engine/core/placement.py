@@ -84,28 +84,95 @@ def _fill(slots: list[tuple[int, str]], pods: int) -> list[tuple[str, int]]:
     return chosen
 
 
-class Pool:
-    """Free GPUs of schedulable nodes during one decision (see the module docstring)."""
+class Layout:
+    """The static part of a :class:`Pool`: every node by name, the schedulable ones (healthy
+    and not cordoned) with their capacity, and their clusters and placement groups, all in
+    node-name order. Built from a ``nodes`` tuple alone; read-only once built (pools share it,
+    see :class:`Layouts`)."""
 
-    def __init__(self, nodes: Iterable[NodeState], used: Mapping[str, int], gang_in_one_domain: bool):
+    def __init__(self, nodes: Iterable[NodeState], gang_in_one_domain: bool):
+        self.all_nodes: dict[str, NodeState] = {}
         self.nodes: dict[str, NodeState] = {}
-        self.free: dict[str, int] = {}
+        self.capacity: dict[str, int] = {}  # schedulable node -> GPUs
+        self.idle: dict[str, int] = {}  # schedulable node -> free GPUs when nothing runs
         self.clusters: dict[str, list[str]] = {}
         self.groups: dict[str, dict[GroupKey, list[str]]] = {}
-        self.all_nodes: dict[str, NodeState] = {}
         for node in sorted(nodes, key=lambda n: n.name):
             self.all_nodes[node.name] = node
             if not node.healthy or node.cordoned:
                 continue
             self.nodes[node.name] = node
-            self.free[node.name] = max(0, node.gpus - used.get(node.name, 0))
+            self.capacity[node.name] = node.gpus
+            self.idle[node.name] = max(0, node.gpus)
             self.clusters.setdefault(node.cluster, []).append(node.name)
             key = (node.cluster, node.domain if gang_in_one_domain else "")
             self.groups.setdefault(node.cluster, {}).setdefault(key, []).append(node.name)
-        self.cluster_free = {c: sum(self.free[n] for n in ns) for c, ns in self.clusters.items()}
         self.max_node = {c: max(self.nodes[n].gpus for n in ns) for c, ns in self.clusters.items()}
-        self._names: dict[str | None, tuple[str, ...]] = {None: tuple(sorted(self.clusters))}
-        self._names.update((c, (c,)) for c in self.clusters)
+        self.names: dict[str | None, tuple[str, ...]] = {None: tuple(sorted(self.clusters))}
+        self.names.update((c, (c,)) for c in self.clusters)
+        self._weights: dict[tuple, dict[str, float]] = {}
+
+    def node_weights(self, weights: Mapping[str, float]) -> dict[str, float]:
+        """Billing weight of every node (by its cluster's entry in ``weights``, else 1.0);
+        remembered per ``weights`` (read-only)."""
+        key = tuple(weights.items())
+        found = self._weights.get(key)
+        if found is None:
+            if len(self._weights) >= 16:
+                self._weights.clear()
+            found = self._weights[key] = {n: weights.get(s.cluster, 1.0)
+                                          for n, s in self.all_nodes.items()}
+        return found
+
+
+class Layouts:
+    """:class:`Layout` per ``(nodes, gang_in_one_domain)``, across decisions: a layout depends
+    on nothing else and nodes change rarely, so a decision only computes free GPUs. The last
+    ``nodes`` tuple is recognised by identity (a shell that reuses its tuple pays nothing), others
+    by value. Bounded: cleared past ``limit`` entries. A cache of a pure function: decisions do
+    not depend on it."""
+
+    def __init__(self, limit: int = 64):
+        self.limit = limit
+        self._last: tuple[tuple, bool, Layout] | None = None  # (nodes, gang_in_one_domain, layout)
+        self._layouts: dict[tuple, Layout] = {}
+
+    def get(self, nodes: tuple[NodeState, ...], gang_in_one_domain: bool) -> Layout:
+        last = self._last
+        if last is not None and last[0] is nodes and last[1] == gang_in_one_domain:
+            return last[2]
+        nodes = tuple(nodes)  # (a tuple stays itself: only an immutable one is remembered)
+        key = (nodes, gang_in_one_domain)
+        layout = self._layouts.get(key)
+        if layout is None:
+            if len(self._layouts) >= self.limit:
+                self._layouts.clear()
+            layout = self._layouts[key] = Layout(nodes, gang_in_one_domain)
+        self._last = (nodes, gang_in_one_domain, layout)
+        return layout
+
+
+class Pool:
+    """Free GPUs of schedulable nodes during one decision (see the module docstring). The
+    static node layout comes from ``layout`` when given (it must be ``Layout(nodes,
+    gang_in_one_domain)``, e.g. from :class:`Layouts`); only free GPUs are computed here."""
+
+    def __init__(self, nodes: Iterable[NodeState], used: Mapping[str, int], gang_in_one_domain: bool,
+                 layout: Layout | None = None):
+        if layout is None:
+            layout = Layout(nodes, gang_in_one_domain)
+        self.layout = layout
+        # shared, read-only: the pool only ever changes ``free`` and ``cluster_free``
+        self.nodes, self.all_nodes = layout.nodes, layout.all_nodes
+        self.clusters, self.groups, self.max_node = layout.clusters, layout.groups, layout.max_node
+        self._names = layout.names
+        free = self.free = dict(layout.idle)
+        capacity = layout.capacity
+        for n, g in used.items():
+            if n in free:
+                f = capacity[n] - g
+                free[n] = f if f > 0 else 0
+        self.cluster_free = {c: sum(map(free.__getitem__, ns)) for c, ns in self.clusters.items()}
 
     def cluster_names(self, cluster: str | None) -> tuple[str, ...]:
         """Clusters a workload may use: the one it names, or every cluster (name order)."""

@@ -63,6 +63,33 @@ def charged_leaf(workload: Workload, ranks: Mapping[str, LeafRank]) -> tuple[str
     return c.budget, ""
 
 
+class UnallocatedEntries:
+    """The queue entry of work that asks for no allocation (no budget or min runtime 0), per
+    workload, across decisions: it depends on the workload alone, and a shell queues the same
+    workload objects decision after decision. Workloads are recognised by identity (each one
+    remembered is kept alive, so its id is not reused meanwhile). Bounded: cleared past
+    ``limit`` entries. A cache of a pure function: decisions do not depend on it."""
+
+    def __init__(self, limit: int = 65536):
+        self.limit = limit
+        self.remembered: dict[int, tuple[Workload, Entry]] = {}  # id -> (workload, its entry)
+
+    def entry(self, w: Workload) -> Entry:
+        """The entry of ``w``, a valid workload that asks for no allocation."""
+        hit = self.remembered.get(id(w))
+        if hit is not None and hit[0] is w:
+            return hit[1]
+        if len(self.remembered) >= self.limit:
+            self.remembered.clear()
+        leaf, note = charged_leaf(w, {})  # unallocated whatever the tree
+        e = Entry(w, None, None, note, (2, 0, 0, w.submitted_at, w.id))
+        self.remembered[id(w)] = (w, e)
+        return e
+
+
+_UNALLOCATED = UnallocatedEntries()
+
+
 def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                 debug: DebugRule | None = None) -> tuple[list[Entry], list[tuple[Workload, str]]]:
     """Queue entries in order, and the workloads to reject with their reasons. ``debug``:
@@ -72,26 +99,41 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     dnote = (f"debug workload (at most {dmax_gpus} GPUs, min runtime at most "
              f"{dmax_min / 60:g} min): queued ahead of other allocated work")
     entries: list[Entry] = []
+    unallocated: list[Entry] = []  # rule 4: always after allocated work, so sorted on its own
     rejects: list[tuple[Workload, str]] = []
+    add, add_unallocated = entries.append, unallocated.append
+    entry = tuple.__new__  # Entry(...) without the named tuple's Python-level __new__
+    remembered = _UNALLOCATED.remembered
     for w in pending:
+        hit = remembered.get(id(w))
+        if hit is not None and hit[0] is w:  # seen before: valid, asks for no allocation
+            add_unallocated(hit[1])
+            continue
         c = w.contract
         if w.invalid:
             rejects.append((w, w.invalid))
             continue
-        if c.gpus_per_pod < 1 or c.pods < 1:
-            rejects.append((w, f"asks for {c.pods} pods x {c.gpus_per_pod} GPUs; "
+        gpus_per_pod, pods, budget = c.gpus_per_pod, c.pods, c.budget
+        if gpus_per_pod < 1 or pods < 1:
+            rejects.append((w, f"asks for {pods} pods x {gpus_per_pod} GPUs; "
                                f"both must be at least 1"))
             continue
-        if c.min_runtime_s > 0 and c.budget is not None and c.budget in ranks:  # allocated
-            lr = ranks[c.budget]
-            if c.gpus_per_pod * c.pods <= dmax_gpus and c.min_runtime_s <= dmax_min:
-                entries.append(Entry(w, c.budget, lr, dnote,
-                                     (0, lr.rank, -c.priority, w.submitted_at, w.id), True))
+        if c.min_runtime_s > 0 and budget is not None and budget in ranks:  # allocated
+            lr = ranks[budget]
+            if gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min:
+                add(entry(Entry, (w, budget, lr, dnote,
+                                  (0, lr.rank, -c.priority, w.submitted_at, w.id), True)))
             else:
-                entries.append(Entry(w, c.budget, lr, "", (1, lr.rank, -c.priority, w.submitted_at, w.id)))
+                add(entry(Entry, (w, budget, lr, "",
+                                  (1, lr.rank, -c.priority, w.submitted_at, w.id), False)))
         else:
-            leaf, note = charged_leaf(w, ranks)
-            entries.append(Entry(w, None, None, note, (2, 0, 0, w.submitted_at, w.id)))
+            if c.allocated:  # its budget is not a leaf of this tree: the note depends on it
+                leaf, note = charged_leaf(w, ranks)
+                add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False)))
+            else:
+                add_unallocated(_UNALLOCATED.entry(w))
     entries.sort(key=itemgetter(4))
+    unallocated.sort(key=itemgetter(4))
+    entries += unallocated
     rejects.sort(key=lambda r: r[0].id)
     return entries, rejects

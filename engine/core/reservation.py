@@ -96,52 +96,70 @@ def earliest_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: 
     and the placement then, on nodes not in ``avoid``; None when never."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement] | None = None
-    by_node: dict[str, list[Release]] = {}
-    for rel in releases:
-        for n, _ in rel[2]:
-            by_node.setdefault(n, []).append(rel)
-    for c in clusters:
-        for n in pool.clusters[c]:
-            if pool.nodes[n].gpus < total or n in avoid:
-                continue
-            free = pool.free[n]
-            when = -math.inf if free >= total else math.inf
-            for t, _, on in by_node.get(n, ()):
-                if free >= total:
-                    break
-                free += dict(on)[n]
-                if free >= total:
-                    when = t
-            if when < math.inf and (best is None or (when, n) < best[0]):
-                best = ((when, n), Placement(((n, total),)))
+    # 1. one node: per big enough node, add the releases on it in time order until it fits
+    singles = [c for c in clusters if pool.max_node[c] >= total]  # else no node is big enough
+    if singles:
+        by_node: dict[str, list[Release]] = {}
+        for rel in releases:
+            for n, _ in rel[2]:
+                by_node.setdefault(n, []).append(rel)
+        for c in singles:
+            for n in pool.clusters[c]:
+                if pool.nodes[n].gpus < total or n in avoid:
+                    continue
+                free = pool.free[n]
+                when = -math.inf if free >= total else math.inf
+                for t, _, on in by_node.get(n, ()):
+                    if free >= total:
+                        break
+                    free += dict(on)[n]
+                    if free >= total:
+                        when = t
+                if when < math.inf and (best is None or (when, n) < best[0]):
+                    best = ((when, n), Placement(((n, total),)))
     if best is not None or pods == 1:
         return None if best is None else (best[0][0], best[1])
+    # 2. one group: every group's pod slots grow in ONE walk over the releases in time order
+    # (a release adds its GPUs on each node of a group; a group stops growing once it has the
+    # slots, at that release's time). The earliest (time, group key) whose free GPUs then give
+    # a placement wins, so groups are fitted in that order and the first that fits is the best.
+    free = dict(pool.free)  # grows with the releases; only nodes in ``group_of`` are read
+    groups: list[tuple[tuple[str, str], list[str]]] = []
+    group_of: dict[str, int] = {}
+    slots: list[int] = []
     for c in clusters:
-        for key, members in sorted(pool.groups[c].items()):
+        for key, members in pool.groups[c].items():
             names = [n for n in members if n not in avoid] if avoid else members
-            free = {n: pool.free[n] for n in names}
-            slots = sum(f // gpus_per_pod for f in free.values())
-            when = -math.inf if slots >= pods else math.inf
-            seen: set[str] = set()
-            rels = sorted({r[1]: r for n in names for r in by_node.get(n, ())}.values())
-            for t, wid, on in rels:
-                if slots >= pods:
-                    break
-                if wid in seen:
-                    continue
-                seen.add(wid)
-                for n, g in on:
-                    if n in free:
-                        slots += (free[n] + g) // gpus_per_pod - free[n] // gpus_per_pod
-                        free[n] += g
-                if slots >= pods:
-                    when = t
-            if when == math.inf:
+            have = 0
+            for n in names:
+                group_of[n] = len(groups)
+                have += free[n] // gpus_per_pod
+            groups.append((key, names))
+            slots.append(have)
+    when = [-math.inf if s >= pods else math.inf for s in slots]
+    growing = when.count(math.inf)
+    for t, _, on in releases:
+        if not growing:
+            break
+        touched: list[int] = []
+        for n, g in on:
+            i = group_of.get(n)
+            if i is None or when[i] != math.inf:
                 continue
-            placement = fit(gpus_per_pod, pods, free, names, {key: names})
-            if placement is not None and (best is None or (when, key) < best[0]):
-                best = ((when, key), placement)
-    return None if best is None else (best[0][0], best[1])
+            f = free[n]
+            slots[i] += (f + g) // gpus_per_pod - f // gpus_per_pod
+            free[n] = f + g
+            touched.append(i)
+        for i in touched:
+            if when[i] == math.inf and slots[i] >= pods:
+                when[i] = t
+                growing -= 1
+    for w, key, i in sorted((w, groups[i][0], i) for i, w in enumerate(when) if w < math.inf):
+        names = groups[i][1]
+        placement = fit(gpus_per_pod, pods, free, names, {key: names})
+        if placement is not None:
+            return w, placement
+    return None
 
 
 def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
@@ -153,33 +171,48 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
     hold the shape. Nodes in ``avoid`` (held or reserved for another workload) are not used."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement] | None = None
+    free_of, node_of = pool.free, pool.nodes
     for c in clusters:
+        if pool.max_node[c] < total:
+            continue  # no node of this cluster is big enough
         for n in pool.clusters[c]:
-            if pool.nodes[n].gpus >= total and n not in avoid:
-                short = max(0, total - pool.free[n] - later.get(n, 0))
-                if best is None or (short, 1, -pool.free[n], n) < best[0]:
-                    best = ((short, 1, -pool.free[n], n), Placement(((n, total),)))
+            if node_of[n].gpus >= total and n not in avoid:
+                short = max(0, total - free_of[n] - later.get(n, 0))
+                if best is None or (short, 1, -free_of[n], n) < best[0]:
+                    best = ((short, 1, -free_of[n], n), Placement(((n, total),)))
     if pods == 1:
         return None if best is None else (best[0][0], best[1])
     for c in clusters:
         for key, names in sorted(pool.groups[c].items()):
             if avoid:
                 names = [n for n in names if n not in avoid]
-            order = sorted(names, key=lambda n: (-(pool.free[n] + later.get(n, 0)), n))
+            # every node taking all the pods it can: enough when the group has exactly the pod
+            # slots the gang needs (then the greedy order below picks the same nodes and sums)
             chosen: list[tuple[str, int]] = []
-            short, left, free = 0, pods, 0
-            for n in order:
-                k = min(left, pool.nodes[n].gpus // gpus_per_pod)
-                if k <= 0:
-                    continue
-                chosen.append((n, k * gpus_per_pod))
-                short += max(0, k * gpus_per_pod - pool.free[n] - later.get(n, 0))
-                free += pool.free[n]
-                left -= k
-                if left == 0:
-                    break
-            if left > 0:
+            short, room, free = 0, 0, 0
+            for n in names:
+                k = node_of[n].gpus // gpus_per_pod
+                if k > 0:
+                    room += k
+                    chosen.append((n, k * gpus_per_pod))
+                    short += max(0, k * gpus_per_pod - free_of[n] - later.get(n, 0))
+                    free += free_of[n]
+            if room < pods:
                 continue
+            if room > pods:  # the greedy order: most GPUs free now or freed later first
+                order = sorted(names, key=lambda n: (-(free_of[n] + later.get(n, 0)), n))
+                chosen = []
+                short, left, free = 0, pods, 0
+                for n in order:
+                    k = min(left, node_of[n].gpus // gpus_per_pod)
+                    if k <= 0:
+                        continue
+                    chosen.append((n, k * gpus_per_pod))
+                    short += max(0, k * gpus_per_pod - free_of[n] - later.get(n, 0))
+                    free += free_of[n]
+                    left -= k
+                    if left == 0:
+                        break
             score = (short, len(chosen), -free, "/".join(key))
             if best is None or score < best[0]:
                 best = (score, Placement(tuple(sorted(chosen))))

@@ -13,6 +13,7 @@ simulated seconds in the simulator). All objects are frozen and hashable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Literal, Mapping, Union
 
@@ -36,11 +37,14 @@ class Contract:
     requested_budget: str | None = None
     note: str = ""
 
-    @property
+    # derived values, computed once per (immutable) contract: ``cached_property`` keeps them
+    # in the instance dict, outside the dataclass fields (equality, hash and repr unchanged)
+
+    @cached_property
     def gpus(self) -> int:
         return self.gpus_per_pod * self.pods
 
-    @property
+    @cached_property
     def allocated(self) -> bool:
         return self.budget is not None and self.min_runtime_s > 0
 
@@ -63,11 +67,13 @@ class Placement:
 
     assignments: tuple[tuple[str, int], ...]
 
-    @property
+    # derived values, computed once per placement (as for Contract)
+
+    @cached_property
     def nodes(self) -> tuple[str, ...]:
         return tuple(n for n, _ in self.assignments)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return sum(g for _, g in self.assignments)
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from engine.core.ledger import Ledger
-from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState, Placement,
+from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState,
                                Preempt, Reject, Running, Snapshot, Workload)
 from engine.model import Config
 from engine.sim.idle import IdleMeter

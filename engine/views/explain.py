@@ -102,7 +102,6 @@ def explain(state: ViewState, query: str) -> Explanation:
     item = state.workloads[wid]
     running = item if hasattr(item, "placement") else None
     w = running.workload if running else item
-    c = w.contract
     out: list[Statement] = [Statement("status", f"{st.state.capitalize()}: {st.reason}.", {
         "state": st.state, "queue_position": st.queue_position, "rank": st.rank, "metric": st.metric,
         "protected_until": st.protected_until, "preemptor": st.preemptor})]

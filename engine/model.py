@@ -313,6 +313,7 @@ class Policy:
     billing_weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     gang_in_one_domain: bool = True
     reservations: int = 8  # reservations (timed or drain holds) per decision, in queue order
+    reservation_share: float = 0.25  # no further reservation once reserved nodes hold this share
     labels: ContractLabels = ContractLabels()
     node_labels: NodeLabels = NodeLabels()
     source: SourceRef | None = None

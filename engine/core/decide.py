@@ -16,7 +16,8 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       decision; a debug workload may take unprotected work of any leaf, see
       :mod:`engine.core.queue` and :mod:`engine.core.preemption`). A failed search is not repeated for a later workload of the same shape
       with the same set of preemptible leaves (free GPUs and victims only shrink);
-   c. else, while fewer than ``policy.reservations`` exist, such an allocated non-debug
+   c. else, while fewer than ``policy.reservations`` exist and they hold less than
+      ``policy.reservation_share`` of the GPUs, such an allocated non-debug
       workload gets a reservation (:mod:`engine.core.reservation`) on nodes no earlier one
       holds: timed, at its finite earliest start, or else a drain hold on the node(s) short
       the fewest GPUs; one that no free node set can ever hold gets none and the next one
@@ -137,6 +138,7 @@ class _Pass:
         self.reservations: list[Reservation] = []  # in queue order, on disjoint nodes
         self.reserved: frozenset[str] = frozenset()  # every reserved node
         self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
+        self.reserved_gpus = 0  # GPUs of the reserved nodes
         self.state = 0  # admissions and reservations so far (see ``run``)
         self.max_reservations = self.policy.reservations
 
@@ -315,7 +317,7 @@ class _Pass:
         c = e.workload.contract
         clusters = self.pool.cluster_names(c.cluster)
         free = 0 if quick else self.pool.free_in(clusters)
-        if quick and (e.leaf is None or len(self.reservations) >= self.max_reservations):
+        if quick and (e.leaf is None or not self.may_reserve()):
             return ("wait", "no free GPU and nothing preemptible", 0)
         exclude = self.kept_off(e) if self.reservations else frozenset()
         shape = (c.gpus_per_pod, c.pods, c.cluster, exclude)
@@ -359,7 +361,7 @@ class _Pass:
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                         maxfail[shape] = rank
                 why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
-        if len(self.reservations) < self.max_reservations and not e.debug:
+        if self.may_reserve() and not e.debug:
             if free + self.held_gpus >= c.gpus:
                 ok = ok if ok is not None else self.ok_leaves(e.leaf, rank, charge)
                 if (shape, ok) not in noreserve:
@@ -433,10 +435,17 @@ class _Pass:
     def reservation_of(self, holder: str) -> Reservation | None:
         return next((r for r in self.reservations if r.holder == holder), None)
 
+    def may_reserve(self) -> bool:
+        """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
+        hold less than ``policy.reservation_share`` of the schedulable GPUs."""
+        return (len(self.reservations) < self.max_reservations and self.reserved_gpus <
+                self.policy.reservation_share * sum(self.pool.layout.capacity.values()))
+
     def add_reservation(self, res: Reservation) -> None:
         self.state += 1
         self.reservations.append(res)
         self.reserved = self.reserved | res.nodes
+        self.reserved_gpus += sum(self.pool.nodes[n].gpus for n in res.nodes)
 
 
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions

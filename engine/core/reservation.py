@@ -45,7 +45,9 @@ across nodes and small work backfills them, so no node ever empties (fragmentati
 * Fair: holders are the best-ranked blocked non-debug allocated workloads (queue order).
 
 Bound: ``policy.reservations`` reservations (timed or holds) per decision (0: none), on
-disjoint nodes, recomputed from scratch at every decision, so they move with the ranks (EASY
+disjoint nodes, and none after the reserved nodes hold ``policy.reservation_share`` of the
+schedulable GPUs (the first is always made: a 64-GPU gang still drains its domain, but
+eight of them cannot hold half the cluster, where only unallocated work could run), recomputed from scratch at every decision, so they move with the ranks (EASY
 backfilling generalised to a reservation depth, like SLURM's backfill reserving for several
 queued jobs). A workload kept off earlier reservations' nodes may get the next one elsewhere:
 several whole-node jobs drain several nodes at once rather than one after another. Occupancy

@@ -150,6 +150,7 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
     weights = {k: float(v) for k, v in (_get(data, "billing", "weights") or {}).items()}
     gang = _get(data, "placement", "gangInOneDomain")
     reservations = _get(data, "placement", "reservations")
+    reservation_share = _get(data, "placement", "reservationShare")
     line, column = doc.loc(("kind",))
     policy = Policy(
         clusters=tuple(clusters),
@@ -163,6 +164,8 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
         billing_weights=MappingProxyType(weights),
         gang_in_one_domain=defaults.gang_in_one_domain if gang is None else bool(gang),
         reservations=defaults.reservations if reservations is None else int(reservations),
+        reservation_share=(defaults.reservation_share if reservation_share is None
+                           else float(reservation_share)),
         labels=labels,
         node_labels=node_labels,
         source=SourceRef(doc.file, line, column),

@@ -85,6 +85,8 @@ def build_config(data: Mapping[str, Any], nodes: tuple[NodeState, ...]) -> Confi
         kwargs["gang_in_one_domain"] = bool(pol["gang_in_one_domain"])
     if "reservations" in pol:
         kwargs["reservations"] = int(pol["reservations"])
+    if "reservation_share" in pol:
+        kwargs["reservation_share"] = float(pol["reservation_share"])
     if "billing_weights" in pol:
         kwargs["billing_weights"] = dict(pol["billing_weights"])
     policy = Policy(clusters=tuple(clusters), **kwargs)

@@ -39,7 +39,6 @@ statuses and their wording are built lazily, from numbers recorded during the pa
 
 from __future__ import annotations
 
-import math
 from itertools import repeat
 from typing import Sequence
 
@@ -52,12 +51,11 @@ from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
                                     progress_lost)
 from engine.core.queue import Entry, build_queue, is_debug
-from engine.core.reservation import Reservation, earliest_start, hold_nodes
+from engine.core.reservation import Reservation, reservation_for
 from engine.core.statuses import pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
 from engine.core.victim_index import VictimIndex
-from engine.durations import format_duration
 from engine.model import Config
 
 
@@ -375,62 +373,16 @@ class _Pass:
             return ("reserved-out", why, free)
         return ("wait", why, free)
 
-    def why_no_victims(self, e: Entry, blocked: tuple[str, ...], charge: tuple[float, float],
-                       running: float) -> str:
-        """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
-        past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
-        what the leaf's running work adds over the workload's min runtime (GPU-s)."""
-        rank = 0 if e.debug else e.rank.rank
-        blocked = tuple(x for x in blocked if self.ranks[x].rank > rank)
-        if blocked:
-            extra, m = charge
-            shown = ", ".join(blocked[:5]) + (", ..." if len(blocked) > 5 else "")
-            return (f"lower-ranked work of {shown} is past its min runtime, but the anti-ping-pong "
-                    f"rule forbids preempting it: by the end of this workload's min runtime "
-                    f"({format_duration(m)}) budget {e.leaf} would be charged {extra / 3600:.1f} GPU-h "
-                    f"for it plus {running / 3600:.1f} GPU-h for its running work, and would no "
-                    f"longer rank above them")
-        if self.below.above(rank):
-            return ("preempting all unallocated work and all work past its min runtime would not make "
-                    "room" if e.debug else "preempting all lower-ranked or unallocated work past its "
-                    "min runtime would not make room")
-        return ("no work past its min runtime to preempt" if e.debug else
-                "no lower-ranked work past its min runtime to preempt")
-
     def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],
                 ok: frozenset[str]) -> bool:
-        """Reserve for ``e``, on nodes no other reservation holds, the placement that running
-        work it may preempt frees soonest (else a drain hold); False when there is none."""
+        """Reserve for ``e`` (see :func:`~engine.core.reservation.reservation_for`); False
+        when there is no reservation to make."""
         c = e.workload.contract
-        releases = sorted((max(self.now, r.protected_until), r.workload.id, r.placement.assignments)
-                          for r, leaf, _ in self.held
-                          if r.workload.id not in self.gone and (leaf is None or leaf in ok))
-        avoid = self.reserved
-        found = earliest_start(c.gpus_per_pod, c.pods, clusters, self.pool, releases, avoid)
-        if found is not None:
-            self.add_reservation(Reservation(e.workload.id, e.leaf, e.rank.rank,
-                                             max(self.now, found[0]), found[1], charge=charge))
-            return True
-        # no finite start: a drain hold on the nodes short the fewest GPUs (reservation.py)
-        later: dict[str, int] = {}
-        for _, _, on in releases:
-            for n, g in on:
-                later[n] = later.get(n, 0) + g
-        held = hold_nodes(c.gpus_per_pod, c.pods, clusters, self.pool, later, avoid)
-        if held is None:
+        res = reservation_for(e.workload.id, e.leaf, e.rank.rank, charge, c.gpus_per_pod, c.pods,
+                              clusters, self.pool, self.held, self.gone, ok, self.reserved, self.now)
+        if res is None:
             return False
-        short, placement = held
-        nodes = placement.nodes
-        ours = {wid for _, wid, _ in releases}
-        on = frozenset(nodes)
-        blockers = sorted({r.workload.id for r, _, _ in self.held if not on.isdisjoint(r.placement.nodes)
-                           and r.workload.id not in self.gone and r.workload.id not in ours})
-        free = sum(self.pool.free[n] for n in nodes)
-        cap = sum(self.pool.nodes[n].gpus for n in nodes)
-        may = sum(later.get(n, 0) for n in nodes)
-        self.add_reservation(Reservation(
-            e.workload.id, e.leaf, e.rank.rank, math.inf, placement, hold=True, charge=charge,
-            numbers=(free, cap, may, cap - free - may, tuple(blockers), short)))
+        self.add_reservation(res)
         return True
 
     def reservation_of(self, holder: str) -> Reservation | None:

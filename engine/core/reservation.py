@@ -63,10 +63,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import AbstractSet, Mapping, Sequence
 
 from engine.core.placement import Pool, fit
-from engine.core.types import Placement
+from engine.core.types import Placement, Running
 
 
 @dataclass(frozen=True)
@@ -219,3 +219,37 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
             if best is None or score < best[0]:
                 best = (score, Placement(tuple(sorted(chosen))))
     return None if best is None else (best[0][0], best[1])
+
+
+def reservation_for(holder: str, leaf: str, rank: int, charge: tuple[float, float],
+                    gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
+                    held: Sequence[tuple[Running, str | None, int]], gone: AbstractSet[str],
+                    ok: frozenset[str], reserved: frozenset[str], now: float) -> Reservation | None:
+    """The reservation for ``holder`` (leaf, rank, the charge of its protected run), on nodes
+    not in ``reserved``: timed at the earliest start the running work it may preempt (``held``
+    as ``(running, charged leaf, rank)`` less ``gone``; unallocated or a leaf in ``ok``) gives
+    it, else a drain hold with the numbers its status shows; None when there is neither."""
+    releases = sorted((max(now, r.protected_until), r.workload.id, r.placement.assignments)
+                      for r, lf, _ in held
+                      if r.workload.id not in gone and (lf is None or lf in ok))
+    found = earliest_start(gpus_per_pod, pods, clusters, pool, releases, reserved)
+    if found is not None:
+        return Reservation(holder, leaf, rank, max(now, found[0]), found[1], charge=charge)
+    later: dict[str, int] = {}
+    for _, _, on in releases:
+        for n, g in on:
+            later[n] = later.get(n, 0) + g
+    hold = hold_nodes(gpus_per_pod, pods, clusters, pool, later, reserved)
+    if hold is None:
+        return None
+    short, placement = hold
+    nodes = placement.nodes
+    ours = {wid for _, wid, _ in releases}
+    on_held = frozenset(nodes)
+    blockers = sorted({r.workload.id for r, _, _ in held if not on_held.isdisjoint(r.placement.nodes)
+                       and r.workload.id not in gone and r.workload.id not in ours})
+    free = sum(pool.free[n] for n in nodes)
+    cap = sum(pool.nodes[n].gpus for n in nodes)
+    may = sum(later.get(n, 0) for n in nodes)
+    return Reservation(holder, leaf, rank, math.inf, placement, hold=True, charge=charge,
+                       numbers=(free, cap, may, cap - free - may, tuple(blockers), short))

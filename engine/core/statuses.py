@@ -33,7 +33,7 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
         free_on, cap, may, may_not, blockers, short = res.numbers
         nodes = ", ".join(res.placement.nodes)
         shown = ", ".join(blockers[:5]) + (", ..." if len(blockers) > 5 else "")
-        blocked = p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail
+        blocked = why_no_victims(p, e, *detail[1:]) if isinstance(detail, tuple) else detail
         why = (f"{needs}; {blocked}; holding {nodes} for it ({free_on} of {cap} GPUs free, {may} held by work "
                f"it may preempt, {may_not} held by work it may not preempt: {shown or 'none'}): no "
                f"running work it may preempt ever frees enough GPUs, so only unallocated work may "
@@ -45,11 +45,34 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
     elif kind == "reserved-out":
         why = f"{needs}; {kept_off(p, e)}"
     else:
-        why = f"{needs}; {p.why_no_victims(e, *detail[1:]) if isinstance(detail, tuple) else detail}"
+        why = f"{needs}; {why_no_victims(p, e, *detail[1:]) if isinstance(detail, tuple) else detail}"
         if kind == "unreservable":
             why += ("; no reservation: the running work it may preempt (unallocated, or lower-ranked "
                     "and passing the anti-ping-pong rule) never frees enough GPUs for it")
     return WorkloadStatus(state="pending", reason=f"waiting: {why}; {leaf_text(lr, p.n)}{note}", **base)
+
+
+def why_no_victims(p: _Pass, e: Entry, blocked: tuple[str, ...], charge: tuple[float, float],
+                   running: float) -> str:
+    """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
+    past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
+    what the leaf's running work adds over the workload's min runtime (GPU-s)."""
+    rank = 0 if e.debug else e.rank.rank
+    blocked = tuple(x for x in blocked if p.ranks[x].rank > rank)
+    if blocked:
+        extra, m = charge
+        shown = ", ".join(blocked[:5]) + (", ..." if len(blocked) > 5 else "")
+        return (f"lower-ranked work of {shown} is past its min runtime, but the anti-ping-pong "
+                f"rule forbids preempting it: by the end of this workload's min runtime "
+                f"({format_duration(m)}) budget {e.leaf} would be charged {extra / 3600:.1f} GPU-h "
+                f"for it plus {running / 3600:.1f} GPU-h for its running work, and would no "
+                f"longer rank above them")
+    if p.below.above(rank):
+        return ("preempting all unallocated work and all work past its min runtime would not make "
+                "room" if e.debug else "preempting all lower-ranked or unallocated work past its "
+                "min runtime would not make room")
+    return ("no work past its min runtime to preempt" if e.debug else
+            "no lower-ranked work past its min runtime to preempt")
 
 
 def kept_off(p: _Pass, e: Entry) -> str:

@@ -29,12 +29,18 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
    ``ranks`` holds every leaf's :class:`LeafRank`.
 
 Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
-preemptible skips all searches; "does not fit" is memoised per shape; "can never fit" per node layout and shape, across
-decisions (:class:`~engine.core.placement.ShapeVerdicts`); a victim search is
-skipped when free GPUs plus every victim ranked below could not make room (a Fenwick tree
-over ranks), when the same shape already failed with the same preemptible leaves, or when it
-failed for a workload ranking no lower with no victim excluded by the anti-ping-pong rule;
-statuses and their wording are built lazily, from numbers recorded during the pass.
+preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
+min runtime) with nothing admitted or reserved since gets that one's outcome; "does not fit"
+is memoised per shape; a victim search is skipped when free GPUs plus every victim ranked
+below could not make room (a Fenwick tree over ranks), when the same shape already failed
+with the same preemptible leaves, or when it failed for a workload ranking no lower with no
+victim excluded by the anti-ping-pong rule; the victim search visits nodes cheapest bound
+first (:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from
+numbers recorded during the pass. Caches of pure functions of immutable inputs live across
+decisions (decisions do not depend on them): "can never fit" per node layout and shape
+(:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
+(:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
+:class:`~engine.model.BudgetTree`), queue entries of unallocated work (:mod:`engine.core.queue`).
 """
 
 from __future__ import annotations

@@ -229,9 +229,6 @@ class ChargeOrder:
 
 
 def subtree_leaves(tree: BudgetTree) -> dict[str, tuple[str, ...]]:
-    """Each node's leaves, in depth-first name order."""
-    out: dict[str, tuple[str, ...]] = {}
-    for name in reversed(tree.walk()):
-        kids = tree.children(name)
-        out[name] = tuple(x for k in kids for x in out[k]) if kids else (name,)
-    return out
+    """Each node's leaves, in depth-first name order (a copy of the tree's own
+    :meth:`~engine.model.BudgetTree.leaves_under`)."""
+    return dict(tree.leaves_under())

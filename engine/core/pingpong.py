@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from engine.core.fairshare import (ChargeOrder, outranked_after_charge, still_ranks_above,
-                                   subtree_leaves)
+from engine.core.fairshare import ChargeOrder, outranked_after_charge, still_ranks_above
 from engine.core.preemption import Projection
 from engine.model import BudgetTree
 
@@ -37,7 +36,7 @@ class PingPongLeaves:
 
     def __init__(self, tree: BudgetTree, usage: Mapping[str, float], proj: Projection):
         self.tree, self.usage, self.proj = tree, usage, proj
-        self._under: dict[str, tuple[str, ...]] = {}
+        self._under: Mapping[str, tuple[str, ...]] = {}
         self._all: frozenset[str] = frozenset()  # every leaf
         self._calls: dict[float, int] = {}  # m -> questions so far
         self._orders: dict[float, ChargeOrder] = {}
@@ -48,7 +47,7 @@ class PingPongLeaves:
     def _order(self, m: float) -> ChargeOrder | None:
         """Count a question at ``m``; from the :data:`ORDER_AFTER`-th on, its order, up to date."""
         if not self._under:
-            self._under = subtree_leaves(self.tree)
+            self._under = self.tree.leaves_under()
             self._all = frozenset(self._under[self.tree.root])
         proj = self.proj
         order = self._orders.get(m)

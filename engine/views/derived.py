@@ -24,15 +24,6 @@ from engine.views.state import ViewState
 TIMELINE_HOURS = 6.0
 
 
-def _subtree_leaves(state: ViewState) -> dict[str, list[str]]:
-    tree = state.config.tree
-    out: dict[str, list[str]] = {}
-    for name in reversed(tree.walk()):
-        kids = tree.children(name)
-        out[name] = [name] if not kids else [x for k in kids for x in out[k]]
-    return out
-
-
 def tree_rows(state: ViewState) -> list[dict[str, Any]]:
     tree, ranks = state.config.tree, state.decision.ranks
     used = state.node_usage
@@ -45,7 +36,7 @@ def tree_rows(state: ViewState) -> list[dict[str, Any]]:
     for w in state.snapshot.pending:
         leaf = w.contract.budget if w.contract.allocated else None
         pending[leaf] = pending.get(leaf, 0) + 1
-    sub = _subtree_leaves(state)
+    sub = tree.leaves_under()
     rows = []
     for name in tree.walk():
         node = tree.nodes[name]
@@ -69,7 +60,7 @@ def tree_rows(state: ViewState) -> list[dict[str, Any]]:
 def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = None) -> list[dict[str, Any]]:
     """Pending workloads in queue order (rejected ones last), filtered by cluster and subtree."""
     statuses = state.decision.statuses
-    leaves = set(_subtree_leaves(state).get(team, [])) if team else None
+    leaves = set(state.config.tree.leaves_under().get(team, ())) if team else None
     rows = []
     for w in state.snapshot.pending:
         st = statuses[w.id]

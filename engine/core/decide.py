@@ -136,6 +136,7 @@ class _Pass:
         self._upper: dict[frozenset, tuple[int, int]] = {}
         self._charge: dict[tuple, tuple[float, float]] = {}  # charge_of per contract shape
         self._lower: dict[int, frozenset[str]] = {}
+        self._by_rank: tuple[str, ...] | None = None
         self._gone_version = 0  # bumped whenever a victim is preempted
         self.actions: list[Action] = []
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
@@ -208,7 +209,9 @@ class _Pass:
         """Leaves ranked strictly below ``rank`` (rank 0: every leaf)."""
         found = self._lower.get(rank)
         if found is None:
-            found = self._lower[rank] = frozenset(x for x, r in self.ranks.items() if r.rank > rank)
+            if self._by_rank is None:  # leaves in rank order (ranks are 1..n, each once)
+                self._by_rank = tuple(sorted(self.ranks, key=lambda x: self.ranks[x].rank))
+            found = self._lower[rank] = frozenset(self._by_rank[max(0, rank):])
         return found
 
     def backfill_ok(self, e: Entry, res: Reservation) -> bool:

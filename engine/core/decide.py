@@ -144,7 +144,7 @@ class _Pass:
         self.reserved: frozenset[str] = frozenset()  # every reserved node
         self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
         self.reserved_gpus = 0  # GPUs of the reserved nodes
-        self.reserve_cap: float | None = None  # reservation_share of the GPUs (on first use)
+        self.reserve_cap = self.policy.reservation_share * layout.total  # no reservation past it
         self.state = 0  # admissions and reservations so far (see ``run``)
         self.max_reservations = self.policy.reservations
 
@@ -400,17 +400,14 @@ class _Pass:
     def may_reserve(self) -> bool:
         """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
         hold less than ``policy.reservation_share`` of the schedulable GPUs."""
-        if len(self.reservations) >= self.max_reservations:
-            return False
-        if self.reserve_cap is None:
-            self.reserve_cap = self.policy.reservation_share * sum(self.pool.layout.capacity.values())
-        return self.reserved_gpus < self.reserve_cap
+        return (len(self.reservations) < self.max_reservations and
+                self.reserved_gpus < self.reserve_cap)
 
     def add_reservation(self, res: Reservation) -> None:
         self.state += 1
         self.reservations.append(res)
         self.reserved = self.reserved | res.nodes
-        self.reserved_gpus += sum(self.pool.nodes[n].gpus for n in res.nodes)
+        self.reserved_gpus += sum(self.pool.layout.capacity[n] for n in res.nodes)
 
 
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions

@@ -108,6 +108,7 @@ class Layout:
             key = (node.cluster, node.domain if gang_in_one_domain else "")
             self.groups.setdefault(node.cluster, {}).setdefault(key, []).append(node.name)
         self.max_node = {c: max(self.nodes[n].gpus for n in ns) for c, ns in self.clusters.items()}
+        self.total = sum(self.capacity.values())  # GPUs of all schedulable nodes
         self.names: dict[str | None, tuple[str, ...]] = {None: tuple(sorted(self.clusters))}
         self.names.update((c, (c,)) for c in self.clusters)
         self._weights: dict[tuple, dict[str, float]] = {}

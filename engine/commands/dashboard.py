@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     state = load_state(args)
     server = serve(lambda: state, args.port, args.host)
     host, port = server.server_address[:2]
+    assert isinstance(host, str)  # an AF_INET socket's address names its host as a str
     print(f"allot dashboard: serving http://{host}:{port}/ (t={state.now:.0f}); Ctrl-C stops",
           file=sys.stderr, flush=True)
     try:

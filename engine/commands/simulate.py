@@ -24,12 +24,25 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
 
+
+class Defaults(TypedDict):
+    """The embedded default experiment's settings (see :data:`DEFAULT`)."""
+
+    trace: str
+    window: str
+    warmup: str
+    cluster: str
+    demand_ratio: float
+    baseline: str
+
+
 # The embedded default experiment (each value is also a flag's default).
-DEFAULT = {
+DEFAULT: Defaults = {
     "trace": "philly",
     "window": "42d:43d12h",     # 36 h of Philly (2017-10-16 10:30 to 10-17 22:30 UTC), busy all along
     "warmup": "12h",            # + the 12 h before it, simulated but not measured

@@ -118,7 +118,7 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
     # resumable / priority -----------------------------------------------------------
     raw_res = meta.get(labels.resumable)
     resumable = True
-    if raw_res not in (None, ""):
+    if raw_res is not None and raw_res != "":
         low = raw_res.lower()
         if low in _TRUE:
             resumable = True
@@ -128,7 +128,7 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
             raise ContractError(f"{labels.resumable}: {raw_res!r} is not a boolean; use true or false")
     raw_prio = meta.get(labels.priority)
     priority = 0
-    if raw_prio not in (None, ""):
+    if raw_prio is not None and raw_prio != "":
         if not raw_prio.isdigit():
             raise ContractError(f"{labels.priority}: {raw_prio!r} is not a whole number; "
                                 f"use 0..{MAX_PRIORITY} (higher runs first within the budget)")

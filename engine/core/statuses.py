@@ -5,7 +5,7 @@ decision pass (:mod:`engine.core.decide`) recorded. Built lazily (see
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from engine.core.explain import leaf_text, placement_text, shape_text, when
 from engine.core.queue import Entry, charged_leaf
@@ -17,12 +17,29 @@ if TYPE_CHECKING:
     from engine.core.decide import _Pass
 
 
+class _Numbers(TypedDict):
+    """The numbers of a workload's status common to its states (see :class:`WorkloadStatus`)."""
+
+    workload_id: str
+    leaf: str | None
+    rank: int | None
+    metric: float | None
+
+
+class _PendingNumbers(_Numbers):
+    queue_position: int
+
+
+class _RunningNumbers(_Numbers):
+    protected_until: float
+
+
 def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadStatus:
     w, c = e.workload, e.workload.contract
     kind, detail, free = outcome[w.id]
     lr = e.rank
-    base = dict(workload_id=w.id, leaf=e.leaf, queue_position=pos,
-                rank=lr.rank if lr else None, metric=lr.metric if lr else None)
+    base = _PendingNumbers(workload_id=w.id, leaf=e.leaf, queue_position=pos,
+                           rank=lr.rank if lr else None, metric=lr.metric if lr else None)
     note = f"; {e.note}" if e.note else ""
     if kind == "admitted":
         return WorkloadStatus(state="admitted", reason=admitted[w.id].reason + note,
@@ -57,6 +74,7 @@ def why_no_victims(p: _Pass, e: Entry, blocked: tuple[str, ...], charge: tuple[f
     """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
     past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
     what the leaf's running work adds over the workload's min runtime (GPU-s)."""
+    assert e.rank is not None  # only work charged to a leaf searches for victims (_Pass.step)
     rank = 0 if e.debug else e.rank.rank
     blocked = tuple(x for x in blocked if p.ranks[x].rank > rank)
     if blocked:
@@ -82,6 +100,7 @@ def kept_off(p: _Pass, e: Entry) -> str:
 
 
 def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
+    assert e.rank is not None  # unallocated work may always use reserved nodes (_Pass.backfill_ok)
     c = e.workload.contract
     nodes = sorted(res.nodes)
     where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"
@@ -106,8 +125,8 @@ def running_status(p: _Pass, r, evictions) -> WorkloadStatus:
     wid = r.workload.id
     leaf, note = charged_leaf(r.workload, p.ranks)
     lr = p.ranks.get(leaf) if leaf else None
-    base = dict(workload_id=wid, leaf=leaf, rank=lr.rank if lr else None,
-                metric=lr.metric if lr else None, protected_until=r.protected_until)
+    base = _RunningNumbers(workload_id=wid, leaf=leaf, rank=lr.rank if lr else None,
+                           metric=lr.metric if lr else None, protected_until=r.protected_until)
     if wid in evictions:
         return WorkloadStatus(state="preempted", reason=evictions[wid].reason, **base)
     if wid in p.preempted:

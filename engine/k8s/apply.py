@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Mapping
 
 from engine.core.types import Admit, Cordon, Decision, MarkDrained, Placement, Preempt, Reject, \
@@ -130,20 +131,22 @@ class Applier:
         actions = decision.actions
         preempts = [a for a in actions if isinstance(a, Preempt)]
         admits = [a for a in actions if isinstance(a, Admit)]
-        for act in preempts:
-            touched.add(act.workload_id)
-            done = res.preempted if act.preemptor is not None else res.evicted
-            self._job_write(res, obs, act.workload_id, "preempt",
-                            lambda v, a=act: self._preempt(v, a, obs, config, now, commit), done)
+        for pre in preempts:
+            touched.add(pre.workload_id)
+            done = res.preempted if pre.preemptor is not None else res.evicted
+            self._job_write(res, obs, pre.workload_id, "preempt",
+                            partial(self._preempt, act=pre, obs=obs, config=config, now=now,
+                                    commit=commit), done)
         preempt_failed = any(w in res.skipped for w in (a.workload_id for a in preempts))
-        for act in admits:
-            touched.add(act.workload_id)
+        for adm in admits:
+            touched.add(adm.workload_id)
             if preempt_failed:
-                res.skipped.append(act.workload_id)
+                res.skipped.append(adm.workload_id)
                 continue
-            st = decision.statuses.get(act.workload_id)
-            self._job_write(res, obs, act.workload_id, "admit",
-                            lambda v, a=act, s=st: self._admit(v, a, s, obs, config, now, commit),
+            st = decision.statuses.get(adm.workload_id)
+            self._job_write(res, obs, adm.workload_id, "admit",
+                            partial(self._admit, act=adm, status=st, obs=obs, config=config,
+                                    now=now, commit=commit),
                             res.admitted)
         for act in actions:
             if isinstance(act, Reject):
@@ -153,7 +156,7 @@ class Applier:
                         view.annotations.get(marks.REASON) == act.reason:
                     continue
                 self._job_write(res, obs, act.workload_id, "reject",
-                                lambda v, a=act: self._reject(v, a, now, commit), res.rejected)
+                                partial(self._reject, act=act, now=now, commit=commit), res.rejected)
             elif isinstance(act, Cordon):
                 self._node_write(res, act.node, "Cordoned", act.reason,
                                  {"spec": {"unschedulable": True},
@@ -370,22 +373,21 @@ class Applier:
         kind = obj.get("kind") or ("Node" if not meta.get("namespace") else "Job")
         namespace = meta.get("namespace") or "default"
         stamp = marks.format_kube_time(now if now is not None else self._now)
+        involved = {"apiVersion": obj.get("apiVersion") or ("batch/v1" if kind == "Job" else "v1"),
+                    "kind": kind, "name": meta.get("name"),
+                    "namespace": meta.get("namespace") or None,
+                    "uid": meta.get("uid"),
+                    "resourceVersion": meta.get("resourceVersion")}
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
                          "namespace": namespace},
-            "involvedObject": {"apiVersion": obj.get("apiVersion") or ("batch/v1" if kind == "Job"
-                                                                        else "v1"),
-                               "kind": kind, "name": meta.get("name"),
-                               "namespace": meta.get("namespace") or None,
-                               "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
+            "involvedObject": {k: v for k, v in involved.items() if v},
             "reason": reason, "message": message[:1024], "type": etype,
             "source": {"component": COMPONENT},
             "reportingComponent": "allot.dev/reconciler", "reportingInstance": self.identity,
             "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
         }
-        body["involvedObject"] = {k: v for k, v in body["involvedObject"].items() if v}
         try:
             self.client.create("events", namespace, body)
         except ApiError as err:

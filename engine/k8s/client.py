@@ -242,7 +242,7 @@ class KubeClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _list_fn(self, kind: str, namespace: str | None) -> Callable[..., Any]:
-        table: dict[str, tuple[Callable[..., Any] | None, Callable[..., Any]]] = {
+        table: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
             "jobs": (self.batch.list_job_for_all_namespaces, self.batch.list_namespaced_job),
             "pods": (self.core.list_pod_for_all_namespaces, self.core.list_namespaced_pod),
             "nodes": (self.core.list_node, self.core.list_node),
@@ -250,7 +250,7 @@ class KubeClient:
                            self.core.list_namespaced_config_map),
         }
         every, one = table[kind]
-        return one if namespace and kind != "nodes" else every  # type: ignore[return-value]
+        return one if namespace and kind != "nodes" else every
 
     # ------------------------------------------------------------------ reading
 
@@ -279,7 +279,8 @@ class KubeClient:
             "configmaps": self.core.read_namespaced_config_map,
             "leases": self.coordination.read_namespaced_lease,
         }
-        kwargs = {"name": name} if kind == "nodes" else {"name": name, "namespace": namespace}
+        kwargs: dict[str, str | None] = ({"name": name} if kind == "nodes"
+                                         else {"name": name, "namespace": namespace})
         try:
             return self._call(f"get {kind} {namespace}/{name}", fns[kind], **kwargs)
         except NotFound:

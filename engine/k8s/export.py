@@ -69,11 +69,11 @@ def build_trace(obs: Observation, now: float, window_s: float) -> Export:
         rows.append((w.submitted_at, task, censored))
     start = min((r[0] for r in rows), default=now)
     tasks = [replace(t, submit=round(t.submit - start, 3)) for _, t, _ in rows]
-    censored = sum(1 for *_, c in rows if c)
+    n_censored = sum(1 for *_, c in rows if c)
     trace = Trace.of(tasks, name="cluster-export",
                      meta={"source": "allot reconcile", "start_epoch": start,
-                           "censored": censored})
-    return Export(trace, None, censored, start)
+                           "censored": n_censored})
+    return Export(trace, None, n_censored, start)
 
 
 def export_trace(obs: Observation, now: float, window_s: float, path: str | Path) -> Export:

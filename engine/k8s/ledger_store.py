@@ -125,6 +125,8 @@ class LedgerStore:
         until = _float(data.get("charged-until-epoch"))
         blob = (obj.get("binaryData") or {}).get(BLOB)
         try:
+            if blob is None:
+                raise ValueError(f"no binaryData {BLOB!r}")
             ledger = Ledger.from_dict(json.loads(gzip.decompress(base64.b64decode(blob))))
         except Exception as err:  # unreadable: start over rather than crash-loop
             log.error("ledger ConfigMap %s/%s unreadable (%s): starting a fresh ledger",

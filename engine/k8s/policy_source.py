@@ -133,7 +133,8 @@ class PolicySource:
         self.fetch_error = None
         if sha == self.revision or sha in self.invalid:
             return None
-        return self._try(str(self._repo.path), sha, sha)  # type: ignore[union-attr]
+        assert self._repo is not None  # _fetch() opened it
+        return self._try(str(self._repo.path), sha, sha)
 
     def _fetch(self) -> str:
         """Clone or fetch; the sha at the tip of the followed branch."""
@@ -142,6 +143,7 @@ class PolicySource:
             if (target / "HEAD").exists():
                 self._repo = pygit2.Repository(str(target))
             else:
+                assert self.location is not None  # mode "git" is set only for a location
                 self._repo = pygit2.clone_repository(self.location, str(target), bare=True,
                                                      callbacks=_callbacks())
         self._repo.remotes["origin"].fetch(callbacks=_callbacks())

@@ -227,7 +227,7 @@ def _node_problems(entry: _Entry, is_root_top: bool) -> list[Problem]:
         else:
             out.append(entry.problem(f"share of {name!r} is set where its parent's file references it",
                                      "remove 'share' here and change it in the parent's file", key="share", at_key=True))
-    if not top and "share" not in data:
+    if entry.parent is not None and "share" not in data:
         out.append(entry.problem(f"{name!r} has no share", f"add 'share:' (a percentage of {entry.parent.name!r})"))
     if entry.is_ref:
         for key in data:
@@ -245,9 +245,10 @@ def _node_problems(entry: _Entry, is_root_top: bool) -> list[Problem]:
             out.append(entry.problem(f"{name!r} has children, so it cannot have principals (only leaves are charged)",
                                      "move the principals to a leaf", key="principals", at_key=True))
         shares = [c.data.get("share") for c in children]
-        if all(isinstance(s, (int, float)) for s in shares):
+        numbers = [float(s) for s in shares if isinstance(s, (int, float))]
+        if len(numbers) == len(shares):  # every share is a number
             unallocated = float(data.get("unallocated", 0.0))
-            total = sum(float(s) for s in shares) + unallocated
+            total = sum(numbers) + unallocated
             if abs(total - 100.0) > TOLERANCE:
                 terms = " + ".join(f"{c.name} {_num(c.data['share'])}" for c in children)
                 if unallocated:

@@ -140,7 +140,9 @@ class GitSource:
         stack = [(directory, self.repo[entry.id])]
         while stack:
             base, tree = stack.pop()
+            assert isinstance(tree, pygit2.Tree)  # only entries of type TREE are pushed
             for item in tree:
+                assert item.name is not None  # objects iterated from a tree carry their entry name
                 path = f"{base}/{item.name}"
                 if item.type == pygit2.enums.ObjectType.TREE:
                     stack.append((path, self.repo[item.id]))
@@ -154,7 +156,9 @@ class GitSource:
         entry = self._entry(path)
         if entry is None or entry.type != pygit2.enums.ObjectType.BLOB:
             return None
-        return self.repo[entry.id].data
+        blob = self.repo[entry.id]
+        assert isinstance(blob, pygit2.Blob)  # entry.type is BLOB (checked above)
+        return blob.data
 
 
 def open_source(root: str | Path | None, rev: str | None) -> Source:

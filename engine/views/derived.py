@@ -104,15 +104,15 @@ def cluster_rows(state: ViewState) -> list[dict[str, Any]]:
         for n, g in r.placement.assignments:
             busy[n] = busy.get(n, 0) + g
     out: dict[str, dict[str, Any]] = {}
-    for n in state.snapshot.nodes:
-        row = out.setdefault(n.cluster, {"name": n.cluster, "nodes": 0, "gpus": 0, "busy": 0,
-                                         "free": 0, "unhealthy_nodes": 0})
+    for node in state.snapshot.nodes:
+        row = out.setdefault(node.cluster, {"name": node.cluster, "nodes": 0, "gpus": 0, "busy": 0,
+                                            "free": 0, "unhealthy_nodes": 0})
         row["nodes"] += 1
-        row["gpus"] += n.gpus
-        used = busy.get(n.name, 0)
+        row["gpus"] += node.gpus
+        used = busy.get(node.name, 0)
         row["busy"] += used
-        if n.healthy and not n.cordoned:
-            row["free"] += max(0, n.gpus - used)
+        if node.healthy and not node.cordoned:
+            row["free"] += max(0, node.gpus - used)
         else:
             row["unhealthy_nodes"] += 1
     return [out[k] for k in sorted(out)]

@@ -81,6 +81,7 @@ def _lf(state: ViewState, node: str) -> tuple[float, float, float]:
     """(S, U, S/U) of ``node`` among its siblings, as the Fair Tree computes them."""
     tree, used = state.config.tree, state.node_usage
     parent = tree.nodes[node].parent
+    assert parent is not None  # callers pass level nodes and _split's children, never the root
     kids = tree.children(parent)
     total = sum(tree.nodes[k].share_pct for k in kids)
     s = tree.nodes[node].share_pct / total if total > 0 else 0.0
@@ -123,6 +124,7 @@ def explain(state: ViewState, query: str) -> Explanation:
              "share": r.share, "metric": r.metric}))
         for depth, f in enumerate(r.levels, 1):
             parent = state.config.tree.nodes[f.node].parent
+            assert parent is not None  # a leaf's level factors are of the nodes below the root
             sibs = state.config.tree.children(parent)
             order = sorted(sibs, key=lambda k: (-_lf(state, k)[2], -state.config.tree.nodes[k].share_pct,
                                                 state.node_usage[k], k))
@@ -163,7 +165,7 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
     d = state.decision
     pos = st.queue_position or 0
     ahead = [x for x in state.snapshot.pending
-             if d.statuses[x.id].queue_position is not None and d.statuses[x.id].queue_position < pos]
+             if (q := d.statuses[x.id].queue_position) is not None and q < pos]
     if not ahead:
         return [Statement("ahead", "Nothing is ahead of it in the queue.", {"ahead": 0})]
     gpus = sum(x.contract.gpus for x in ahead)
@@ -195,6 +197,9 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
                              f"higher priority or earlier submission.", {"same_budget": len(mine)}))
     others = sorted(groups, key=lambda k: d.ranks[k].rank if k else 10**9)
     for other in others[:MAX_AHEAD_LEAVES]:
+        # unallocated work queues after all allocated work (engine.core.queue), so none is
+        # ahead of work charged to a leaf
+        assert other is not None
         r = d.ranks[other]
         parent, a, b = _split(tree, leaf, other)
         sa, ua, fa = _lf(state, a)
@@ -218,9 +223,9 @@ def _free_by_cluster(state: ViewState) -> dict[str, int]:
         for n, g in r.placement.assignments:
             used[n] = used.get(n, 0) + g
     out: dict[str, int] = {}
-    for n in state.snapshot.nodes:
-        if n.healthy and not n.cordoned:
-            out[n.cluster] = out.get(n.cluster, 0) + max(0, n.gpus - used.get(n.name, 0))
+    for node in state.snapshot.nodes:
+        if node.healthy and not node.cordoned:
+            out[node.cluster] = out.get(node.cluster, 0) + max(0, node.gpus - used.get(node.name, 0))
     return out
 
 
@@ -278,7 +283,7 @@ def _protection(state: ViewState, r, leaf: str | None) -> list[Statement]:
     out = [Statement("protection", text, {"protected_until": until, "started_at": r.started_at})]
     my_rank = d.ranks[leaf].rank if leaf else len(d.ranks) + 1
     threats = [x for x in state.snapshot.pending if d.statuses[x.id].leaf is not None
-               and d.statuses[x.id].rank is not None and d.statuses[x.id].rank < my_rank]
+               and (rank := d.statuses[x.id].rank) is not None and rank < my_rank]
     if threats:
         gpus = sum(x.contract.gpus for x in threats)
         out.append(Statement("threat", f"{len(threats)} waiting workloads ({gpus} GPUs) belong to budgets "

@@ -143,7 +143,8 @@ class _Seeded:
         for a in d.actions:
             if isinstance(a, Preempt):
                 self.fresh.discard(a.workload_id)
-            if getattr(a, "workload_id", None) in self.targets and a.workload_id not in self.outcome:
+            if isinstance(a, (Admit, Reject)) and a.workload_id in self.targets \
+                    and a.workload_id not in self.outcome:
                 if isinstance(a, Admit):
                     self.starts[a.workload_id], self.outcome[a.workload_id] = now, "started"
                 elif isinstance(a, Reject):

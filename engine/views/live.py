@@ -125,7 +125,7 @@ class LiveRecorder:
         gpus = []
         for node, count in assignments:
             taken = self._taken.setdefault(node, set())
-            idx = []
+            idx: list[int] = []
             g = 0
             while len(idx) < count:
                 if g not in taken:

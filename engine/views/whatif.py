@@ -44,7 +44,7 @@ def _decide_with(state: ViewState, w: Workload, contract: Contract) -> Outcome:
 
 
 def _smaller_shapes(c: Contract) -> list[tuple[int, int]]:
-    out = []
+    out: list[tuple[int, int]] = []
     pods, gpp = c.pods, c.gpus_per_pod
     while len(out) < 4:
         if pods > 1:

@@ -9,7 +9,7 @@ Cases (targets on the 2-core machine: the 30-day run under 60 s and under 2 GB):
   (384 GPUs, about its average demand).
 
 Run: ``python tests/benchmarks/bench_sim.py [--case synthetic30|philly|all]
-[--scheduler budget,legacy] [--time-limit SECONDS]``. Each run stops after ``--time-limit``
+[--scheduler budget,legacy] [--time-limit SECONDS] [--cadence watch|interval]``. Each run stops after ``--time-limit``
 wall seconds (default 600; 0 = none) and then reports honestly what it measured: the
 simulated days it reached (``reached=``), ``TRUNCATED``, and the rates over that part.
 Peak memory is the process's max RSS (so it covers every case run before it). Figures taken
@@ -30,16 +30,17 @@ from engine.sim.prepare import prepare_trace, with_clusters
 from engine.sim.synthetic import synthetic_trace
 
 
-def run_case(name: str, config, trace, schedulers, limit: float | None) -> None:
+def run_case(name: str, config, trace, schedulers, limit: float | None,
+             cadence: str = "watch") -> None:
     days = trace.meta["horizon"] / 86400.0
     for sched in schedulers:
         t0 = time.perf_counter()
-        res = simulate(config, trace, sched, options=SimOptions(wall_limit_s=limit))
+        res = simulate(config, trace, sched, options=SimOptions(wall_limit_s=limit, cadence=cadence))
         wall = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         s = res.summary()
         reached = res.horizon / 86400.0
-        print(f"{name:12s} {sched:8s} tasks={len(trace.tasks):7d} days={days:6.1f} "
+        print(f"{name:12s} {sched:8s} {cadence:8s} tasks={len(trace.tasks):7d} days={days:6.1f} "
               f"reached={reached:6.2f}{' TRUNCATED' if res.truncated else ''} "
               f"wall={wall:7.1f}s events={res.sim_events:8d} events/s={res.sim_events / wall:9.0f} "
               f"sim-days/s={reached / wall:6.3f} passes={res.decide_calls:6d} "
@@ -57,6 +58,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--time-limit", type=float, default=600.0,
                     help="wall seconds per run before it stops and reports what it reached (0: none)")
+    ap.add_argument("--cadence", default="watch", choices=["watch", "interval", "event"],
+                    help="when passes run (as `allot simulate --cadence`): watch = at every event, "
+                         "as the reconciler runs them; interval = on the policy's interval grid")
     args = ap.parse_args()
     limit = args.time_limit or None
     schedulers = args.scheduler.split(",")
@@ -68,14 +72,14 @@ def main() -> None:
                                               seed=1), cfg, seed=1)
         print(f"synthetic30: trace built in {time.perf_counter() - t0:.1f}s "
               f"({len(trace.tasks)} tasks, {len(trace.failures)} node failures)", flush=True)
-        run_case("synthetic30", cfg, trace, schedulers, limit)
+        run_case("synthetic30", cfg, trace, schedulers, limit, args.cadence)
     if args.case in ("philly", "all"):
         cfg = with_clusters(base, "h100:48")
         t0 = time.perf_counter()
         trace = prepare_trace(load_trace("philly"), cfg, mapping="traces/philly/mapping.yaml")
         trace = trace.with_meta(horizon=trace.span + 86400.0)
         print(f"philly: trace prepared in {time.perf_counter() - t0:.1f}s", flush=True)
-        run_case("philly", cfg, trace, schedulers, limit)
+        run_case("philly", cfg, trace, schedulers, limit, args.cadence)
 
 
 if __name__ == "__main__":

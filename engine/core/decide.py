@@ -40,7 +40,12 @@ numbers recorded during the pass. Caches of pure functions of immutable inputs l
 decisions (decisions do not depend on them): "can never fit" per node layout and shape
 (:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
-:class:`~engine.model.BudgetTree`), queue entries of unallocated work (:mod:`engine.core.queue`).
+:class:`~engine.model.BudgetTree`), queue entries of unallocated work and the parts of those of
+funded work that depend on the workload alone (:mod:`engine.core.queue`),
+what each running workload alone gives (GPUs, charged leaf, charge rate, release:
+:mod:`engine.core.running_facts`). Within a pass, victims are built and indexed on the first
+victim search, and running work is sorted as releases once, on the first reservation
+(:mod:`engine.core.releases`).
 """
 
 from __future__ import annotations
@@ -57,7 +62,9 @@ from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
                                     progress_lost)
 from engine.core.queue import Entry, build_queue, is_debug
+from engine.core.releases import Releases
 from engine.core.reservation import Reservation, reservation_for
+from engine.core.running_facts import RunningFacts
 from engine.core.statuses import pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
@@ -78,54 +85,49 @@ class _Pass:
         self.weights = {c.name: self.policy.billing_weight(c.gpu_type) for c in self.policy.clusters}
         layout = _LAYOUTS.get(snapshot.nodes, self.policy.gang_in_one_domain)
         self.node_actions, self.evictions, self.draining = drain(
-            snapshot.nodes, snapshot.running, self.policy.drain, now)
+            snapshot.nodes, snapshot.running, self.policy.drain, now) if layout.unhealthy else ([], [], {})
         evicted = {p.workload_id for p in self.evictions}
         # one pass over running work (the hot part of the set-up at simulator scale): GPUs used
-        # per node, charged leaf and rank, charge rate for the projection, victims (as
-        # ``make_victim`` builds them). Sums are accumulated in the same order as ``rate_of`` /
-        # ``Placement.gpus`` (same floats).
+        # per node, charged leaf and rank, charge rate for the projection, the work past its
+        # protection (victims), from each workload's facts (:mod:`engine.core.running_facts`)
         self.node_weight = layout.node_weights(self.weights)  # read-only
-        nweight, ranks, unranked = self.node_weight, self.ranks, self.n + 1
-        grace, rule = self.policy.preemption_grace_s, self.policy.debug
+        ranks, unranked = self.ranks, self.n + 1
         used: dict[str, int] = {}
-        self.running: list[Running] = []
-        self.held: list[tuple[Running, str | None, int]] = []  # (running, charged leaf, rank)
+        # (running, charged leaf, release entry): see :class:`~engine.core.releases.Releases`
+        self.held: list[tuple[Running, str | None, tuple]] = []
         charges: list[tuple[str, float, float]] = []  # (leaf, rate, protected seconds left)
-        victims = []
+        prey: list[tuple[Running, str | None, int, int]] = []  # (running, leaf, rank, GPUs)
+        by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
+        below = RankSums(self.n + 1)  # alive victim GPUs per leaf rank (n + 1: unallocated)
         held_gpus = 0
+        table, add_held = _FACTS.table(self.tree, self.node_weight), self.held.append
         for r in snapshot.running:
-            w = r.workload
-            if w.id in evicted:
+            hit = table.get(id(r))
+            wid, assignments, gpus, leaf, rate, entry = (
+                hit[1] if hit is not None and hit[0] is r else _FACTS.facts(r))
+            if wid in evicted:
                 continue
-            assignments = r.placement.assignments
-            gpus, rate = 0, 0
             for n, g in assignments:
                 used[n] = used.get(n, 0) + g
-                gpus += g
-                rate = rate + g * nweight.get(n, 1.0)
             held_gpus += gpus
-            c = w.contract
-            budget = c.budget  # charged_leaf: allocated and a leaf of this tree
-            leaf = budget if budget is not None and c.min_runtime_s > 0 and budget in ranks else None
-            rank = ranks[leaf].rank if leaf is not None else unranked
-            self.running.append(r)
-            self.held.append((r, leaf, rank))
+            add_held((r, leaf, entry))
+            protected_until = r.protected_until
             if leaf is not None:
-                charges.append((leaf, rate, r.protected_until - now))
-            if now >= r.protected_until:
-                victims.append(Victim(w.id, r, leaf, rank, progress_lost(r, now, grace), gpus,
-                                      dict(assignments), debug=leaf is not None and is_debug(c, rule)))
+                charges.append((leaf, rate, protected_until - now))
+            if now >= protected_until:  # preemptible: a victim (built when first searched)
+                rank = ranks[leaf].rank if leaf is not None else unranked
+                prey.append((r, leaf, rank, gpus))
+                by_leaf[leaf] = by_leaf.get(leaf, 0) + gpus
+                below.add(rank, gpus)
         self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain, layout)
         self.proj = Projection(self.tree)
-        self.proj.add_all(charges)
-        self.victims = sorted(victims, key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
-        self.by_node = VictimIndex(self.victims)  # alive victims per node, in victim order
-        self.vgpus = self.by_node.held  # GPUs alive victims hold per node
-        self.gpus_by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
-        self.below = RankSums(self.n + 1)  # alive victim GPUs per leaf rank (n + 1: unallocated)
-        for v in self.victims:
-            self.gpus_by_leaf[v.leaf] = self.gpus_by_leaf.get(v.leaf, 0) + v.gpus
-            self.below.add(v.rank, v.gpus)
+        # GPUs x whole billing weights: whole rates whose sums are exact in any order
+        whole = held_gpus < 2 ** 32 and all(float(w).is_integer() and 0 <= w <= 1024
+                                            for w in self.weights.values())
+        self.proj.add_all(charges, whole)
+        self._prey = prey
+        self._index: VictimIndex | None = None  # the victims, indexed on the first search
+        self.gpus_by_leaf, self.below = by_leaf, below
         self.held_gpus = held_gpus  # GPUs of running work not yet preempted
         self.gone: set[str] = set(evicted)  # preempted in this decision
         self._pingpong: dict[tuple, bool] = {}
@@ -143,12 +145,27 @@ class _Pass:
         self.reservations: list[Reservation] = []  # in queue order, on disjoint nodes
         self.reserved: frozenset[str] = frozenset()  # every reserved node
         self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
+        self._releases: Releases | None = None  # running work as releases, for reservations
         self.reserved_gpus = 0  # GPUs of the reserved nodes
         self.reserve_cap = self.policy.reservation_share * layout.total  # no reservation past it
         self.state = 0  # admissions and reservations so far (see ``run``)
         self.max_reservations = self.policy.reservations
 
     # ------------------------------------------------------------------ victim rules
+
+    @property
+    def by_node(self) -> VictimIndex:
+        """The alive victims per node, in victim order, built on the first victim search
+        (many passes search none): until then no victim is gone."""
+        if self._index is None:
+            now, grace, rule = self.now, self.policy.preemption_grace_s, self.policy.debug
+            victims = sorted((Victim(r.workload.id, r, leaf, rank, progress_lost(r, now, grace), gpus,
+                                     dict(r.placement.assignments),
+                                     debug=leaf is not None and is_debug(r.workload.contract, rule))
+                              for r, leaf, rank, gpus in self._prey),
+                             key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
+            self._index = VictimIndex(victims)
+        return self._index
 
     def rate_of(self, assignments) -> float:
         """Billing-weighted GPUs held (GPU-seconds charged per second)."""
@@ -275,8 +292,9 @@ class _Pass:
             self._gone_version += 1
             self.held_gpus -= v.gpus
         self.pool.take(placement)
-        for n, _ in placement.assignments:
-            self.by_node.changed(n)
+        if self._index is not None:  # (else built later, from the pool as it is then)
+            for n, _ in placement.assignments:
+                self._index.changed(n)
         if e.leaf is not None:
             self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
         how = (f" after preempting {len(victims)} workload(s) ({', '.join(v.id for v in victims)})"
@@ -302,7 +320,7 @@ class _Pass:
         # workload of that shape ranking no better fails too (victims and GPUs only shrink)
         self.maxfail: dict[tuple, int] = {}
         self.noreserve: set[tuple] = set()  # (shape, preemptible leaves) with no finite start
-        self.quick = not self.victims and all(f == 0 for f in self.pool.free.values())
+        self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
         for e in entries:
             c = e.workload.contract
@@ -358,7 +376,7 @@ class _Pass:
                     found = None
                     if free + upper >= c.gpus:
                         found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
-                                             self.by_node, ok, exclude, self.vgpus, dok)
+                                             self.by_node, ok, exclude, None, dok)
                     if found is not None:
                         self.admit(e, found[0], found[1])
                         self.state += 1
@@ -387,8 +405,10 @@ class _Pass:
         """Reserve for ``e`` (see :func:`~engine.core.reservation.reservation_for`); False
         when there is no reservation to make."""
         c = e.workload.contract
+        if self._releases is None:  # sorted once per pass, on the first reservation
+            self._releases = Releases(self.held, self.gone, self.now)
         res = reservation_for(e.workload.id, e.leaf, e.rank.rank, charge, c.gpus_per_pod, c.pods,
-                              clusters, self.pool, self.held, self.gone, ok, self.reserved, self.now)
+                              clusters, self.pool, self._releases, ok, self.reserved, self.now)
         if res is None:
             return False
         self.add_reservation(res)
@@ -410,8 +430,9 @@ class _Pass:
         self.reserved_gpus += sum(self.pool.layout.capacity[n] for n in res.nodes)
 
 
+_FACTS = RunningFacts()  # what each running workload alone gives, across decisions
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions
-_LAYOUTS = Layouts()  # static node layout per nodes tuple, across decisions
+_LAYOUTS: Layouts = Layouts()  # static node layout per nodes tuple, across decisions
 
 
 def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:

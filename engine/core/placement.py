@@ -97,8 +97,11 @@ class Layout:
         self.idle: dict[str, int] = {}  # schedulable node -> free GPUs when nothing runs
         self.clusters: dict[str, list[str]] = {}
         self.groups: dict[str, dict[GroupKey, list[str]]] = {}
+        self.group_of: dict[str, GroupKey] = {}  # schedulable node -> its placement group
+        self.unhealthy = False  # some node to drain (see :mod:`engine.core.drain`)
         for node in sorted(nodes, key=lambda n: n.name):
             self.all_nodes[node.name] = node
+            self.unhealthy = self.unhealthy or not node.healthy
             if not node.healthy or node.cordoned:
                 continue
             self.nodes[node.name] = node
@@ -107,6 +110,7 @@ class Layout:
             self.clusters.setdefault(node.cluster, []).append(node.name)
             key = (node.cluster, node.domain if gang_in_one_domain else "")
             self.groups.setdefault(node.cluster, {}).setdefault(key, []).append(node.name)
+            self.group_of[node.name] = key
         self.max_node = {c: max(self.nodes[n].gpus for n in ns) for c, ns in self.clusters.items()}
         self.total = sum(self.capacity.values())  # GPUs of all schedulable nodes
         self.names: dict[str | None, tuple[str, ...]] = {None: tuple(sorted(self.clusters))}
@@ -174,6 +178,8 @@ class Pool:
                 f = capacity[n] - g
                 free[n] = f if f > 0 else 0
         self.cluster_free = {c: sum(map(free.__getitem__, ns)) for c, ns in self.clusters.items()}
+        self.version = 0  # changes whenever free GPUs do (callers key caches on it)
+        self._group_free: tuple[int, dict[GroupKey, int]] = (-1, {})
 
     def cluster_names(self, cluster: str | None) -> tuple[str, ...]:
         """Clusters a workload may use: the one it names, or every cluster (name order)."""
@@ -201,7 +207,17 @@ class Pool:
                     best = (score, found)
         return None if best is None else best[1]
 
+    def group_free(self) -> dict[GroupKey, int]:
+        """Free GPUs per placement group (remembered while free GPUs stay the same)."""
+        if self._group_free[0] != self.version:
+            get = self.free.__getitem__
+            self._group_free = (self.version, {key: sum(map(get, names))
+                                               for groups in self.groups.values()
+                                               for key, names in groups.items()})
+        return self._group_free[1]
+
     def take(self, placement: Placement) -> None:
+        self.version += 1
         for n, g in placement.assignments:
             self.free[n] -= g
             self.cluster_free[self.nodes[n].cluster] -= g
@@ -209,6 +225,7 @@ class Pool:
     def give(self, node: str, gpus: int) -> None:
         """Return ``gpus`` on ``node`` to the pool (ignored for nodes that take no work)."""
         if node in self.nodes:
+            self.version += 1
             self.free[node] += gpus
             self.cluster_free[self.nodes[node].cluster] += gpus
 

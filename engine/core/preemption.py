@@ -65,6 +65,7 @@ cheapest bound first instead, with the same answers: :mod:`engine.core.victim_in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Iterable, Mapping, Sequence
 
 from engine.model import BudgetTree
@@ -187,8 +188,14 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
     if pods == 1:
         return None if best is None else (best[1], best[2])
     # 2. a multi-node gang inside one group (taken only if strictly cheaper than one node)
+    group_free = pool.group_free()
     for c in clusters:
         for key, members in sorted(pool.groups[c].items()):
+            # the group's free and victims' GPUs bound its pod slots (a sum of floors is at
+            # most the floor of the sum; excluded nodes only take slots away)
+            if held is not None and (group_free[key] + sum(map(held.get, members, repeat(0)))
+                                     ) // gpus_per_pod < pods:
+                continue
             names = [n for n in members if n not in exclude]
             if held is not None and sum((pool.free[n] + held.get(n, 0)) // gpus_per_pod
                                         for n in names) < pods:
@@ -252,7 +259,11 @@ class Projection:
     """Charge rates of running allocated work per tree node (rolled up), for the
     anti-ping-pong rule: :meth:`ahead` is the worst-case charge of a subtree over ``m``
     seconds, :meth:`behind` the certain one (protected runs only). Updated as a decision
-    admits and preempts; ``version`` changes on every update (callers key caches on it)."""
+    admits and preempts; ``version`` changes on every update (callers key caches on it).
+
+    The protected runs are kept in the order they were added, grouped under every node of
+    their path as they are added in bulk (:meth:`add_all`); a node with none then gathers
+    those added later from their indices per charged leaf when :meth:`behind` first asks."""
 
     def __init__(self, tree: BudgetTree):
         self.tree = tree
@@ -260,8 +271,9 @@ class Projection:
         self.rate: dict[str, float] = {}
         self.protected: list[tuple[tuple[str, ...], float, float]] = []  # (path, rate, seconds)
         self._certain: dict[float, _Certain] = {}
-        self._under: dict[str, list[tuple[float, float]]] = {}  # node -> protected (rate, s)
-        self._under_len = 0  # protected runs already grouped into ``_under``
+        self._runs: dict[str, list[int]] = {}  # charged leaf -> its indices in ``protected``
+        self._spans: list[tuple[float, float]] = []  # (rate, seconds) of each protected run
+        self._under: dict[str, list[tuple[float, float]]] = {}  # node -> protected (rate, s) under it
         self.version = 0
 
     def _path(self, leaf: str) -> tuple[str, ...]:
@@ -276,40 +288,61 @@ class Projection:
         for n in path:
             self.rate[n] = self.rate.get(n, 0.0) + rate
         if protected_s > 0:
+            self._runs.setdefault(leaf, []).append(len(self.protected))
             self.protected.append((path, rate, protected_s))
+            run = (rate, protected_s)
+            self._spans.append(run)
+            for n in path:
+                runs = self._under.get(n)
+                if runs is not None:  # gathered nodes only; the others gather on request
+                    runs.append(run)
             for m, certain in self._certain.items():
                 for n in path:
                     if n in certain:  # computed nodes only; the others sum on lookup
                         certain[n] = certain[n] + rate * min(protected_s, m)
         self.version += 1
 
-    def add_all(self, charges: Iterable[tuple[str, float, float]]) -> None:
+    def add_all(self, charges: Iterable[tuple[str, float, float]], whole: bool = False) -> None:
         """:meth:`add` for each ``(leaf, rate, protected_s)`` in order (same sums, one version
-        bump): how a decision loads its running work."""
-        if self._certain:  # nodes already summed must be kept up to date: the general path
+        bump): how a decision loads its running work. ``whole``: every rate is a whole number
+        >= 0 and all of them sum to less than 2**53 (GPUs times whole billing weights), so
+        every sum of them is exact, whatever the order: the rates are then summed per leaf
+        first and rolled up once per leaf (the same floats, fewer additions)."""
+        if self._certain or self._under:  # nodes already summed must be kept up to date
             for leaf, rate, seconds in charges:
                 self.add(leaf, rate, seconds)
             return
-        rates, paths, protected, tree = self.rate, self.paths, self.protected, self.tree
-        under = self._under if self._under_len == len(protected) else None
+        rates, paths, protected, tree, runs = self.rate, self.paths, self.protected, self.tree, self._runs
+        spans, under = self._spans, self._under
+        exact = whole and not rates  # (rates already there may not be whole)
+        per_leaf: dict[str, float] = {}
         for leaf, rate, seconds in charges:
             path = paths.get(leaf)
             if path is None:
                 path = paths[leaf] = tree.path(leaf)
-            for n in path:
-                rates[n] = rates.get(n, 0.0) + rate
+            if exact:
+                per_leaf[leaf] = per_leaf.get(leaf, 0.0) + rate
+            else:
+                for n in path:
+                    rates[n] = rates.get(n, 0.0) + rate
             if seconds > 0:
+                mine = runs.get(leaf)
+                if mine is None:
+                    runs[leaf] = [len(protected)]
+                else:
+                    mine.append(len(protected))
                 protected.append((path, rate, seconds))
-                if under is not None:  # grouped as ``protected_under`` would, in one walk
-                    run = (rate, seconds)
-                    for n in path:
-                        runs = under.get(n)
-                        if runs is None:
-                            under[n] = [run]
-                        else:
-                            runs.append(run)
-        if under is not None:
-            self._under_len = len(protected)
+                run = (rate, seconds)
+                spans.append(run)
+                for n in path:  # grouped under every node of its path, in one walk
+                    found = under.get(n)
+                    if found is None:
+                        under[n] = [run]
+                    else:
+                        found.append(run)
+        for leaf, rate in per_leaf.items():
+            for n in paths[leaf]:
+                rates[n] = rates.get(n, 0.0) + rate
         self.version += 1
 
     def remove(self, leaf: str, rate: float) -> None:
@@ -329,13 +362,15 @@ class Projection:
 
     def protected_under(self, node: str) -> list[tuple[float, float]]:
         """(rate, seconds) of the protected runs under ``node``, in the order they were added."""
-        if self._under_len != len(self.protected):
-            for path, rate, seconds in self.protected[self._under_len:]:
-                for n in path:
-                    self._under.setdefault(n, []).append((rate, seconds))
-            self._under_len = len(self.protected)
-        return self._under.get(node, [])
-
+        found = self._under.get(node)
+        if found is None:
+            lists = [runs for leaf, runs in self._runs.items() if node in self.paths[leaf]]
+            if len(lists) == 1:
+                order = lists[0]
+            else:  # merged back into the order of addition
+                order = sorted(i for runs in lists for i in runs)
+            found = self._under[node] = list(map(self._spans.__getitem__, order))
+        return found
 
 
 class _Certain(dict):

@@ -90,6 +90,33 @@ class UnallocatedEntries:
 _UNALLOCATED = UnallocatedEntries()
 
 
+class FundedParts:
+    """What the queue entry of a valid workload that asks for an allocation (a budget and a
+    min runtime above 0) takes from the workload alone, per workload, across decisions:
+    ``(budget, debug, -priority, submit time, id)``, where ``debug`` says whether its shape and
+    min runtime fit the debug rule's bounds. Valid for one debug rule at a time (other bounds
+    start afresh); whether the budget is a leaf of the tree is checked at every decision.
+    Workloads are recognised by identity (each remembered one is kept alive, so its id is not
+    reused meanwhile). Bounded: cleared past ``limit`` entries. A cache of a pure function:
+    decisions do not depend on it."""
+
+    def __init__(self, limit: int = 65536):
+        self.limit = limit
+        self.bounds: tuple[int, float] | None = None  # the debug rule's (max GPUs, max min runtime)
+        self.remembered: dict[int, tuple[Workload, tuple]] = {}  # id -> (workload, its parts)
+
+    def table(self, bounds: tuple[int, float]) -> dict[int, tuple[Workload, tuple]]:
+        """The remembered parts for the debug rule's ``bounds``; read it by ``id(workload)``
+        (an entry counts only if its workload *is* the one looked up)."""
+        if bounds != self.bounds or len(self.remembered) >= self.limit:
+            self.remembered.clear()
+            self.bounds = bounds
+        return self.remembered
+
+
+_FUNDED = FundedParts()
+
+
 def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                 debug: DebugRule | None = None) -> tuple[list[Entry], list[tuple[Workload, str]]]:
     """Queue entries in order, and the workloads to reject with their reasons. ``debug``:
@@ -104,11 +131,24 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     add, add_unallocated = entries.append, unallocated.append
     entry = tuple.__new__  # Entry(...) without the named tuple's Python-level __new__
     remembered = _UNALLOCATED.remembered
+    funded = _FUNDED.table((dmax_gpus, dmax_min))
     for w in pending:
         hit = remembered.get(id(w))
         if hit is not None and hit[0] is w:  # seen before: valid, asks for no allocation
             add_unallocated(hit[1])
             continue
+        hit = funded.get(id(w))
+        if hit is not None and hit[0] is w:  # seen before: valid, asks for an allocation
+            budget, debug_shape, neg_priority, submitted, wid = hit[1]
+            lr = ranks.get(budget)
+            if lr is not None:  # allocated (a leaf of this tree): as below
+                if debug_shape:
+                    add(entry(Entry, (w, budget, lr, dnote,
+                                      (0, lr.rank, neg_priority, submitted, wid), True)))
+                else:
+                    add(entry(Entry, (w, budget, lr, "",
+                                      (1, lr.rank, neg_priority, submitted, wid), False)))
+                continue
         c = w.contract
         if w.invalid:
             rejects.append((w, w.invalid))
@@ -118,6 +158,9 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
             rejects.append((w, f"asks for {pods} pods x {gpus_per_pod} GPUs; "
                                f"both must be at least 1"))
             continue
+        if c.min_runtime_s > 0 and budget is not None:
+            debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
+            funded[id(w)] = (w, (budget, debug_shape, -c.priority, w.submitted_at, w.id))
         if c.min_runtime_s > 0 and budget is not None and budget in ranks:  # allocated
             lr = ranks[budget]
             if gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min:

@@ -63,10 +63,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import AbstractSet, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from engine.core.placement import Pool, fit
-from engine.core.types import Placement, Running
+from engine.core.releases import Eligible, Release, Releases, single_node_starts
+from engine.core.types import Placement
 
 
 @dataclass(frozen=True)
@@ -88,59 +89,62 @@ class Reservation:
         object.__setattr__(self, "nodes", frozenset(self.placement.nodes))
 
 
-Release = tuple[float, str, tuple[tuple[str, int], ...]]  # (time, workload id, assignments)
-
-
 def earliest_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
                    releases: Sequence[Release], avoid: frozenset[str] = frozenset()
                    ) -> tuple[float, Placement] | None:
     """First time the gang can be placed if ``releases`` (sorted by time, id) free their GPUs,
     and the placement then, on nodes not in ``avoid``; None when never."""
+    mine = Eligible(list(releases))
+    singles = single_node_starts(gpus_per_pod * pods, clusters, pool, lambda: mine.by_node)
+    return start_of(gpus_per_pod, pods, clusters, pool, mine, avoid, singles)
+
+
+def start_of(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool, mine: Eligible,
+             avoid: frozenset[str], singles: Sequence[tuple[float, str]]
+             ) -> tuple[float, Placement] | None:
+    """:func:`earliest_start` for the releases ``mine``, given their one-node starts
+    ``singles`` (:func:`~engine.core.releases.single_node_starts`)."""
     total = gpus_per_pod * pods
-    best: tuple[tuple, Placement] | None = None
-    # 1. one node: per big enough node, add the releases on it in time order until it fits
-    singles = [c for c in clusters if pool.max_node[c] >= total]  # else no node is big enough
-    if singles:
-        by_node: dict[str, list[Release]] = {}
-        for rel in releases:
-            for n, _ in rel[2]:
-                by_node.setdefault(n, []).append(rel)
-        for c in singles:
-            for n in pool.clusters[c]:
-                if pool.nodes[n].gpus < total or n in avoid:
-                    continue
-                free = pool.free[n]
-                when = -math.inf if free >= total else math.inf
-                for t, _, on in by_node.get(n, ()):
-                    if free >= total:
-                        break
-                    free += dict(on)[n]
-                    if free >= total:
-                        when = t
-                if when < math.inf and (best is None or (when, n) < best[0]):
-                    best = ((when, n), Placement(((n, total),)))
+    # 1. one node: per big enough node, add the releases on it in time order until it fits;
+    # the earliest (time, node) not avoided wins
+    best = next((s for s in singles if s[1] not in avoid), None)
     if best is not None or pods == 1:
-        return None if best is None else (best[0][0], best[1])
+        return None if best is None else (best[0], Placement(((best[1], total),)))
     # 2. one group: every group's pod slots grow in ONE walk over the releases in time order
     # (a release adds its GPUs on each node of a group; a group stops growing once it has the
     # slots, at that release's time). The earliest (time, group key) whose free GPUs then give
     # a placement wins, so groups are fitted in that order and the first that fits is the best.
-    free = dict(pool.free)  # grows with the releases; only nodes in ``group_of`` are read
+    # A group that does not have the slots even after every release (free plus ``later`` GPUs
+    # per node) never stops growing: it is left out of the walk (no walk if none is left).
+    # A group's free plus later GPUs over ``gpus_per_pod`` bound its slots (a sum of floors
+    # is at most the floor of the sum, and avoided nodes only take slots away).
+    free_of, later = pool.free, mine.later
+    group_free, group_later = pool.group_free(), mine.group_later(pool.layout.group_of)
     groups: list[tuple[tuple[str, str], list[str]]] = []
     group_of: dict[str, int] = {}
     slots: list[int] = []
     for c in clusters:
         for key, members in pool.groups[c].items():
+            if (group_free[key] + group_later.get(key, 0)) // gpus_per_pod < pods:
+                continue
             names = [n for n in members if n not in avoid] if avoid else members
-            have = 0
+            have = ever = 0
+            for n in names:
+                f = free_of[n]
+                have += f // gpus_per_pod
+                ever += (f + later.get(n, 0)) // gpus_per_pod
+            if ever < pods:
+                continue
             for n in names:
                 group_of[n] = len(groups)
-                have += free[n] // gpus_per_pod
             groups.append((key, names))
             slots.append(have)
+    if not groups:
+        return None
+    free = dict(free_of)  # grows with the releases; only nodes in ``group_of`` are read
     when = [-math.inf if s >= pods else math.inf for s in slots]
     growing = when.count(math.inf)
-    for t, _, on in releases:
+    for t, _, on in mine.releases:
         if not growing:
             break
         touched: list[int] = []
@@ -184,70 +188,72 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
                     best = ((short, 1, -free_of[n], n), Placement(((n, total),)))
     if pods == 1:
         return None if best is None else (best[0][0], best[1])
+    capacity, later_on = pool.layout.capacity, later.get
     for c in clusters:
         for key, names in sorted(pool.groups[c].items()):
             if avoid:
                 names = [n for n in names if n not in avoid]
             # every node taking all the pods it can: enough when the group has exactly the pod
             # slots the gang needs (then the greedy order below picks the same nodes and sums)
-            chosen: list[tuple[str, int]] = []
-            short, room, free = 0, 0, 0
+            chosen: list[tuple[str, int]] | None = None  # built only for a better score
+            short, room, free, used = 0, 0, 0, 0
             for n in names:
-                k = node_of[n].gpus // gpus_per_pod
+                k = capacity[n] // gpus_per_pod
                 if k > 0:
                     room += k
-                    chosen.append((n, k * gpus_per_pod))
-                    short += max(0, k * gpus_per_pod - free_of[n] - later.get(n, 0))
-                    free += free_of[n]
+                    used += 1
+                    f = free_of[n]
+                    lack = k * gpus_per_pod - f - later_on(n, 0)
+                    if lack > 0:
+                        short += lack
+                    free += f
             if room < pods:
                 continue
             if room > pods:  # the greedy order: most GPUs free now or freed later first
-                order = sorted(names, key=lambda n: (-(free_of[n] + later.get(n, 0)), n))
+                order = sorted(names, key=lambda n: (-(free_of[n] + later_on(n, 0)), n))
                 chosen = []
                 short, left, free = 0, pods, 0
                 for n in order:
-                    k = min(left, node_of[n].gpus // gpus_per_pod)
+                    k = min(left, capacity[n] // gpus_per_pod)
                     if k <= 0:
                         continue
                     chosen.append((n, k * gpus_per_pod))
-                    short += max(0, k * gpus_per_pod - free_of[n] - later.get(n, 0))
+                    short += max(0, k * gpus_per_pod - free_of[n] - later_on(n, 0))
                     free += free_of[n]
                     left -= k
                     if left == 0:
                         break
-            score = (short, len(chosen), -free, "/".join(key))
+                used = len(chosen)
+            score = (short, used, -free, "/".join(key))
             if best is None or score < best[0]:
+                if chosen is None:
+                    chosen = [(n, k * gpus_per_pod) for n in names
+                              if (k := capacity[n] // gpus_per_pod) > 0]
                 best = (score, Placement(tuple(sorted(chosen))))
     return None if best is None else (best[0][0], best[1])
 
 
 def reservation_for(holder: str, leaf: str, rank: int, charge: tuple[float, float],
                     gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
-                    held: Sequence[tuple[Running, str | None, int]], gone: AbstractSet[str],
-                    ok: frozenset[str], reserved: frozenset[str], now: float) -> Reservation | None:
+                    releases: Releases, ok: frozenset[str], reserved: frozenset[str],
+                    now: float) -> Reservation | None:
     """The reservation for ``holder`` (leaf, rank, the charge of its protected run), on nodes
-    not in ``reserved``: timed at the earliest start the running work it may preempt (``held``
-    as ``(running, charged leaf, rank)`` less ``gone``; unallocated or a leaf in ``ok``) gives
-    it, else a drain hold with the numbers its status shows; None when there is neither."""
-    releases = sorted((max(now, r.protected_until), r.workload.id, r.placement.assignments)
-                      for r, lf, _ in held
-                      if r.workload.id not in gone and (lf is None or lf in ok))
-    found = earliest_start(gpus_per_pod, pods, clusters, pool, releases, reserved)
+    not in ``reserved``: timed at the earliest start the running work it may preempt (the
+    ``releases`` of work not gone that is unallocated or of a leaf in ``ok``) gives it, else
+    a drain hold with the numbers its status shows; None when there is neither."""
+    mine = releases.eligible(ok)
+    singles = releases.single_node_starts(ok, gpus_per_pod * pods, clusters, pool)
+    found = start_of(gpus_per_pod, pods, clusters, pool, mine, reserved, singles)
     if found is not None:
         return Reservation(holder, leaf, rank, max(now, found[0]), found[1], charge=charge)
-    later: dict[str, int] = {}
-    for _, _, on in releases:
-        for n, g in on:
-            later[n] = later.get(n, 0) + g
+    later = mine.later
     hold = hold_nodes(gpus_per_pod, pods, clusters, pool, later, reserved)
     if hold is None:
         return None
     short, placement = hold
     nodes = placement.nodes
-    ours = {wid for _, wid, _ in releases}
-    on_held = frozenset(nodes)
-    blockers = sorted({r.workload.id for r, _, _ in held if not on_held.isdisjoint(r.placement.nodes)
-                       and r.workload.id not in gone and r.workload.id not in ours})
+    ours, gone, on = mine.ids, releases.gone, releases.running_on()
+    blockers = sorted({wid for n in nodes for wid in on.get(n, ()) if wid not in gone and wid not in ours})
     free = sum(pool.free[n] for n in nodes)
     cap = sum(pool.nodes[n].gpus for n in nodes)
     may = sum(later.get(n, 0) for n in nodes)

@@ -1,0 +1,189 @@
+"""What a decision pass remembers to stay cheap changes no result.
+
+* :class:`~engine.core.releases.Releases` (running work sorted once per pass as releases)
+  gives each holder the releases the reservation used to sort for it, and what is derived
+  from them (per node, GPUs later, ids, one-node starts) equals a fresh computation, also
+  after workloads are gone and the pool changed.
+* :class:`~engine.core.running_facts.RunningFacts` (per running workload, across decisions)
+  equals a fresh computation, and starts afresh for another tree or other weights.
+* ``Projection.add_all(..., whole=True)`` (rates summed per leaf first) equals ``add`` one
+  by one when every rate is a whole number; a projection's runs under a node are the same
+  whether grouped in bulk or gathered on request.
+* ``Pool.group_free`` equals the sums of free GPUs per group as the pool changes.
+* :class:`~engine.core.queue.FundedParts` (queue parts of funded work, across decisions)
+  gives the entries of a cold queue, for other trees and debug rules; ``decide`` gives the
+  same decision with the running facts cold or warm.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from engine.core.placement import Pool
+from engine.core.preemption import Projection
+from engine.core.releases import Releases, single_node_starts
+from engine.core.running_facts import RunningFacts
+from engine.core.types import Contract, NodeState, Placement, Running, Workload
+from engine.model import BudgetNode, BudgetTree
+
+TREE = BudgetTree.build([
+    BudgetNode("root", None, 100), BudgetNode("A", "root", 60), BudgetNode("B", "root", 40),
+    BudgetNode("A1", "A", 70), BudgetNode("A2", "A", 30), BudgetNode("B1", "B", 100),
+])
+LEAVES = ["A1", "A2", "B1"]
+NODES = ["root", "A", "B", "A1", "A2", "B1"]
+
+
+def _world(rnd: random.Random):
+    nodes = tuple(NodeState(f"n{i}", "c", 8, f"d{i // 3}") for i in range(rnd.randint(2, 9)))
+    running = []
+    for k in range(rnd.randint(0, 25)):
+        on = sorted(rnd.sample([n.name for n in nodes], rnd.randint(1, 2)))
+        budget = rnd.choice([None, "A1", "A2", "B1", "gone"])
+        c = Contract(budget, rnd.choice([0.0, 600.0, 3600.0]), gpus_per_pod=1, pods=len(on))
+        start = rnd.choice([0.0, 500.0, 1000.0])
+        running.append(Running(Workload(f"w{k:02d}", c, 0.0), Placement(tuple((n, rnd.randint(1, 4)) for n in on)),
+                               start, start + c.min_runtime_s if c.allocated else start))
+    return nodes, running
+
+
+def test_releases_equal_the_sort_per_holder():
+    rnd = random.Random(7)
+    facts = RunningFacts()
+    for _ in range(300):
+        nodes, running = _world(rnd)
+        now = rnd.choice([0.0, 800.0, 2000.0])
+        weights = {n.name: 1.0 for n in nodes}
+        table = facts.table(TREE, weights)
+        held = []
+        for r in running:
+            hit = table.get(id(r))
+            f = hit[1] if hit is not None and hit[0] is r else facts.facts(r)
+            held.append((r, f[3], f[5]))
+        pool = Pool(nodes, {n: g for r in running for n, g in r.placement.assignments}, True)
+        gone: set[str] = set()
+        releases = Releases(held, gone, now)
+        for step in range(3):
+            ok = frozenset(rnd.sample(LEAVES, rnd.randint(0, 3)))
+            expected = sorted((max(now, r.protected_until), r.workload.id, r.placement.assignments)
+                              for r, lf, _ in held
+                              if r.workload.id not in gone and (lf is None or lf in ok))
+            mine = releases.eligible(ok)
+            assert mine.releases == expected
+            later: dict[str, int] = {}
+            for _, _, on in expected:
+                for n, g in on:
+                    later[n] = later.get(n, 0) + g
+            assert mine.later == later and mine.ids == {wid for _, wid, _ in expected}
+            for total in (1, 4, 8):
+                by_node: dict[str, list] = {}
+                for rel in expected:
+                    for n, _ in rel[2]:
+                        by_node.setdefault(n, []).append(rel)
+                assert releases.single_node_starts(ok, total, ["c"], pool) == \
+                    single_node_starts(total, ["c"], pool, lambda: by_node)
+            if held and rnd.random() < 0.7:
+                gone.add(rnd.choice(held)[0].workload.id)
+            if rnd.random() < 0.5:
+                pool.give(nodes[0].name, 1)
+        assert releases.running_on() == {
+            n: [r.workload.id for r in running if n in r.placement.nodes]
+            for n in {n for r in running for n in r.placement.nodes}}
+
+
+def test_running_facts_equal_a_fresh_computation():
+    rnd = random.Random(3)
+    facts = RunningFacts(limit=40)
+    for weights in ({"n0": 2.0}, {"n0": 0.5, "n1": 3.0}):
+        nodes, running = _world(rnd)
+        for tree in (TREE, BudgetTree.build([BudgetNode("root", None, 100), BudgetNode("A1", "root", 100)])):
+            table = facts.table(tree, weights)
+            for r in running + running:
+                hit = table.get(id(r))
+                got = hit[1] if hit is not None and hit[0] is r else facts.facts(r)
+                c = r.workload.contract
+                leaf = c.budget if c.allocated and c.budget in tree.leaves() else None
+                rate = sum(g * weights.get(n, 1.0) for n, g in r.placement.assignments)
+                release = (r.protected_until, r.workload.id, r.placement.assignments)
+                assert got == (r.workload.id, r.placement.assignments, r.placement.gpus, leaf,
+                               rate, (release, r.workload.id, leaf))
+            assert len(facts.remembered) <= 40
+
+
+def _state(p: Projection) -> tuple:
+    return (dict(p.rate), list(p.protected), [[p.behind(m)[n] for n in NODES] for m in (60.0, 3600.0)])
+
+
+def test_whole_rates_summed_per_leaf_equal_one_by_one():
+    rnd = random.Random(5)
+    for _ in range(60):
+        charges = [(rnd.choice(LEAVES), float(rnd.choice([1, 2, 8, 16])) * rnd.choice([1.0, 3.0]),
+                    rnd.choice([-5.0, 0.0, 123.4, 3600.0])) for _ in range(rnd.randint(0, 80))]
+        one, bulk = Projection(TREE), Projection(TREE)
+        for c in charges:
+            one.add(*c)
+        bulk.add_all(charges, whole=True)
+        assert _state(bulk) == _state(one)
+        more = [(rnd.choice(LEAVES), 4.0, 900.0) for _ in range(3)]
+        for c in more:
+            one.add(*c)
+            bulk.add(*c)
+        assert _state(bulk) == _state(one)
+        lazy = Projection(TREE)  # runs added one by one, gathered per node on request
+        for c in charges + more:
+            lazy.add(*c)
+        assert [lazy.protected_under(n) for n in NODES] == [one.protected_under(n) for n in NODES]
+
+
+def test_group_free_follows_the_pool():
+    rnd = random.Random(9)
+    nodes, running = _world(rnd)
+    pool = Pool(nodes, {n: g for r in running for n, g in r.placement.assignments}, True)
+    for _ in range(20):
+        version = pool.version
+        expected = {key: sum(pool.free[n] for n in names)
+                    for groups in pool.groups.values() for key, names in groups.items()}
+        assert pool.group_free() == expected
+        n = rnd.choice(nodes).name
+        if pool.free[n] > 0 and rnd.random() < 0.5:
+            pool.take(Placement(((n, 1),)))
+        else:
+            pool.give(n, 1)
+        assert pool.version != version
+    assert not math.isnan(sum(pool.group_free().values()))
+
+
+def test_funded_parts_give_the_entries_of_a_cold_queue(monkeypatch):
+    import engine.core.queue as queue_module
+    from engine.core.fairshare import rank_leaves
+    from engine.core.queue import FundedParts, UnallocatedEntries, build_queue
+    from engine.model import DebugRule
+
+    rnd = random.Random(4)
+    other = BudgetTree.build([BudgetNode("root", None, 100), BudgetNode("A1", "root", 100)])
+    pending = [Workload(f"p{k:02d}", Contract(rnd.choice(["A1", "A2", "B1", None, "gone"]),
+                                              rnd.choice([0.0, 600.0, 3600.0]), priority=rnd.randint(0, 2),
+                                              gpus_per_pod=rnd.choice([0, 1, 4, 8]), pods=rnd.choice([1, 2])),
+                        float(rnd.randint(0, 50))) for k in range(60)]
+    for tree in (TREE, other, TREE):
+        ranks = rank_leaves(tree, {leaf: float(rnd.randint(0, 900)) for leaf in LEAVES})
+        for rule in (DebugRule(), DebugRule(max_gpus=4), None, DebugRule()):
+            warm = build_queue(pending, ranks, rule)
+            monkeypatch.setattr(queue_module, "_FUNDED", FundedParts())
+            monkeypatch.setattr(queue_module, "_UNALLOCATED", UnallocatedEntries())
+            assert build_queue(pending, ranks, rule) == warm
+
+
+def test_decide_same_with_pass_caches_cold_or_warm(monkeypatch):
+    import engine.core.decide as decide_module
+    from tests.core.test_core_layout_cache import _outcome, _world
+
+    rnd = random.Random(12)
+    worlds = [_world(rnd) for _ in range(20)]
+    warm = [_outcome(*w) for w in worlds] + [_outcome(*w) for w in worlds]
+    cold = []
+    for w in worlds * 2:
+        monkeypatch.setattr(decide_module, "_FACTS", RunningFacts())
+        cold.append(_outcome(*w))
+    assert warm == cold

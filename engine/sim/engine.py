@@ -34,20 +34,29 @@ O(running). Unallocated work is never charged.
 
 Incremental state: the snapshot's node, running and pending tuples are rebuilt only when they
 changed, and only those; pending work is presented oldest first (by submission time, then
-id), re-sorted only after a requeue; draining is tracked per unhealthy node. Idle GPU-time by
-cause is metered as the loop goes (:mod:`engine.sim.idle`).
+id), a requeued workload put back in its place by binary search (:mod:`engine.sim.queue`);
+draining is tracked per unhealthy node. Idle GPU-time by cause is metered as the loop goes
+(:mod:`engine.sim.idle`).
 
 Determinism: the heap orders equal times by kind then by a sequence number; nothing depends on
 hashing or wall time except the reported ``wall_s``.
+
+Memory: a long run builds a large, long-lived heap (tasks, segments, the event log) that the
+cyclic garbage collector rescans whole at every full collection; the run asks for full
+collections ten times less often (:func:`_rare_full_collections`; young objects are collected
+as usual). A month's run spent seconds in full collections otherwise; results never depend
+on the collector.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time as _time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from engine.core.ledger import Ledger
 from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState,
@@ -55,6 +64,7 @@ from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState,
 from engine.model import Config
 from engine.sim.idle import IdleMeter
 from engine.sim.prepare import horizon_of
+from engine.sim.queue import PendingQueue
 from engine.sim.result import Event, Segment, SimResult, TaskRecord
 from engine.sim.schedulers import Scheduler, get_scheduler
 from engine.sim.trace import Task, Trace
@@ -163,8 +173,7 @@ class _Sim:
         self.heap: list[tuple[float, int, int, str, int]] = []
         self.nseq = 0
         self.tasks: dict[str, _T] = {}
-        self.pending: dict[str, Workload] = {}
-        self.pending_sorted = True
+        self.pending = PendingQueue()
         self.running: dict[str, Running] = {}
         self.cache_nodes: tuple[NodeState, ...] | None = None
         self.cache_running: tuple[Running, ...] | None = None
@@ -199,6 +208,10 @@ class _Sim:
         self.events.append(Event(t, kind, subject, detail))
 
     def run(self) -> SimResult:
+        with _rare_full_collections():
+            return self._run()
+
+    def _run(self) -> SimResult:
         wall0 = _time.perf_counter()
         for task in self.trace.tasks:
             if task.submit < self.horizon:
@@ -273,7 +286,7 @@ class _Sim:
             wl = workload_of(task)
             rate = 0.0
             self.tasks[key] = _T(task, wl, rate)
-            self.pending[key] = wl
+            self.pending.submit(wl)
             self.meter.add_pending(_shape(wl))
             self.cache_pending = None
             self.log(now, "submit", key)
@@ -317,6 +330,8 @@ class _Sim:
 
     def draining(self) -> bool:
         """Does an unhealthy node still hold work?"""
+        if not self.down:
+            return False
         return any(len(self.free[name]) < self.nodes[name].gpus for name in self.down)
 
     def maybe_repair(self, name: str, now: float) -> None:
@@ -342,9 +357,11 @@ class _Sim:
         """``Ledger.usage(now)`` plus every leaf's open constant-rate stretch (exact)."""
         out = self.ledger.usage(now)
         lookback = self.ledger.lookback_s
+        since = self.rate_since
         for leaf, r in self.rate.items():
             if r > 0:
-                out[leaf] = out.get(leaf, 0.0) + r * min(now - self.rate_since[leaf], lookback)
+                open_s = now - since[leaf]
+                out[leaf] = out.get(leaf, 0.0) + r * (open_s if open_s < lookback else lookback)
         return out
 
     # ------------------------------------------------------------------ deciding
@@ -355,11 +372,7 @@ class _Sim:
         if self.cache_running is None:
             self.cache_running = tuple(self.running.values())
         if self.cache_pending is None:
-            if not self.pending_sorted:
-                items = sorted(self.pending.items(), key=lambda kv: (kv[1].submitted_at, kv[0]))
-                self.pending = dict(items)
-                self.pending_sorted = True
-            self.cache_pending = tuple(self.pending.values())
+            self.cache_pending = self.pending.items()
         usage = self.usage(now) if self.sched.uses_usage else {}
         return Snapshot(self.cache_nodes, self.cache_running, self.cache_pending, usage)
 
@@ -387,7 +400,7 @@ class _Sim:
                     raise SimulationError(f"{self.sched.name}: reject of non-pending {a.workload_id}")
                 st.state, st.end = "rejected", now
                 st.queued += now - st.queued_since
-                del self.pending[a.workload_id]
+                self.pending.remove(st.wl)
                 self.meter.add_pending(_shape(st.wl), -1)
                 self.cache_pending = None
                 self.log(now, "reject", a.workload_id, a.reason)
@@ -442,9 +455,8 @@ class _Sim:
         self.log(now, "preempt", task.id, f"by {a.preemptor or '-'}: {a.reason}")
         if a.requeue:
             st.state, st.queued_since = "pending", now
-            self.pending[task.id] = st.wl
+            self.pending.requeue(st.wl)
             self.meter.add_pending(_shape(st.wl))
-            self.pending_sorted = False
             self.cache_pending = None
         else:
             st.state, st.end = "killed", now
@@ -489,7 +501,7 @@ class _Sim:
             del free[:n]
             self.meter.set_free(node, len(free))
             weight += n * self.weight[ns.cluster]
-        del self.pending[task.id]
+        self.pending.remove(st.wl)
         self.meter.add_pending(_shape(st.wl), -1)
         self.cache_pending = None
         st.queued += now - st.queued_since
@@ -527,6 +539,19 @@ class _Sim:
                          self.nevents, wall, self.decide_s, idle=self.meter.summary(),
                          measure_from=self.measure_from, charged_before=self.charged_before,
                          preempt_log=self.preempt_log, truncated=self.truncated)
+
+
+@contextmanager
+def _rare_full_collections(factor: int = 10) -> Iterator[None]:
+    """Collect the oldest generation ``factor`` times less often for the duration (the
+    thresholds of the young generations, and so the freeing of short-lived cycles, unchanged);
+    the previous thresholds are restored after."""
+    old = gc.get_threshold()
+    gc.set_threshold(old[0], old[1], old[2] * factor)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def _shape(wl: Workload) -> tuple[int, int, str | None]:

@@ -28,7 +28,11 @@ scheduler (``reserved``); anything fillable beyond that, since, is ``lag``.
 
 Cost: the meter keeps the set of nodes with free GPUs and a count per pending shape
 incrementally, so an instant with no idle GPU costs O(1), and otherwise O(idle nodes x
-pending shapes).
+pending shapes). None of the following changes the answer: the fill is recomputed only when
+free GPUs or pending counts changed since the last one; the fill order of the shapes is kept
+until a shape appears or disappears; a shape whose pods are larger than any node's free GPUs
+is skipped at once; and the last shape of the fill only counts the pieces that fit (how many
+GPUs it takes does not depend on which nodes it takes when no shape comes after it).
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ class IdleMeter:
         self.rates["no_work"] = float(self.capacity)
         self.held = 0
         self.since = 0.0
+        self._order: list[Shape] | None = None  # fill order of the placeable shapes
+        self._version = 0  # bumped by every change of free GPUs or pending counts
+        self._filled: tuple[int, int] = (-1, 0)  # (version, fillable()) of the last fill
 
     # ---------------------------------------------------------------- state changes
 
@@ -66,6 +73,9 @@ class IdleMeter:
         if node in self.unhealthy:
             return
         old = self.free.get(node, 0)
+        if free == old:
+            return
+        self._version += 1
         self.idle += free - old
         if free > 0:
             self.free[node] = free
@@ -83,12 +93,16 @@ class IdleMeter:
             self.out += self.gpus[node]
 
     def add_pending(self, shape: Shape, n: int = 1) -> None:
-        k = self.shapes.get(shape, 0) + n
+        old = self.shapes.get(shape, 0)
+        k = old + n
         if k:
             self.shapes[shape] = k
         else:
             del self.shapes[shape]
+        if not old or not k:
+            self._order = None  # a shape appeared or disappeared
         self.pending += n
+        self._version += 1
 
     # ---------------------------------------------------------------- time
 
@@ -125,26 +139,41 @@ class IdleMeter:
         r["lag"] = float(fillable - held)
 
     def fillable(self) -> int:
-        """GPUs a greedy fill of the free GPUs by the pending shapes would use."""
-        shapes = {k: n for k, n in self.shapes.items() if k[0] >= 1 and k[1] >= 1}
-        if not shapes:
-            return 0  # only impossible shapes pending: the next pass rejects them
+        """GPUs a greedy fill of the free GPUs by the pending shapes would use: the shapes
+        largest first (then fewer pods, then cluster name), each as many times as pending."""
+        if self._filled[0] == self._version:
+            return self._filled[1]
+        order = self._order
+        if order is None:
+            order = self._order = sorted((k for k in self.shapes if k[0] >= 1 and k[1] >= 1),
+                                         key=lambda k: (-k[0] * k[1], k[1], k[2] or ""))
+        used = 0
+        if order:  # else only impossible shapes are pending: the next pass rejects them
+            used = self._fill(order)
+        self._filled = (self._version, used)
+        return used
+
+    def _fill(self, order: list[Shape]) -> int:
         free = dict(self.free)
         used = 0
-        smallest = min(g * p for g, p, _ in shapes)
-        for (gpp, pods, cluster), count in sorted(shapes.items(),
-                                                  key=lambda kv: (-kv[0][0] * kv[0][1], kv[0][1],
-                                                                  kv[0][2] or "")):
+        smallest = order[-1][0] * order[-1][1]
+        last = len(order) - 1
+        most = max(free.values(), default=0)  # no node has more free GPUs, now or later
+        for i, shape in enumerate(order):
+            gpp, pods, cluster = shape
             if self.idle - used < smallest:
                 break
             total = gpp * pods
-            if self.idle - used < total:
-                continue
+            if self.idle - used < total or gpp > most:
+                continue  # does not fit: uses no GPUs
+            count = self.shapes[shape]
             nodes = [n for n in free if cluster is None or self.cluster[n] == cluster]
-            if pods == 1 or len(nodes) == 0:
+            if pods == 1 and i == last:  # nothing fills after it: count the pieces only
+                used += total * min(count, sum(free[n] // total for n in nodes))
+            elif pods == 1 or len(nodes) == 0:
                 used += _fill_single(free, nodes, total, count)
             else:
-                used += _fill_gang(free, nodes, self.group, gpp, pods, count)
+                used += _fill_gang(free, nodes, self.group, gpp, pods, count, i == last)
         return used
 
     def reset(self) -> None:
@@ -171,16 +200,41 @@ def _fill_single(free: dict[str, int], nodes: list[str], g: int, count: int) -> 
 
 
 def _fill_gang(free: dict[str, int], nodes: list[str], group: Mapping[str, str], gpp: int,
-               pods: int, count: int) -> int:
-    """Place up to ``count`` gangs of ``pods`` x ``gpp`` GPUs, each inside one group."""
+               pods: int, count: int, count_only: bool = False) -> int:
+    """Place up to ``count`` gangs of ``pods`` x ``gpp`` GPUs, each inside one group (groups
+    in name order, a gang's pods on the group's nodes with the most free GPUs first).
+
+    A group's *room* is how many pods of ``gpp`` GPUs its free GPUs hold (the sum of
+    ``free // gpp``); a gang takes exactly ``pods`` of them, so a group holds ``room // pods``
+    gangs whichever nodes they land on. ``count_only`` (no fill comes after this one): count
+    the gangs, leave ``free`` as it is."""
     groups: dict[str, list[str]] = {}
+    rooms: dict[str, int] = {}
     for n in nodes:
-        if free[n] >= gpp:
-            groups.setdefault(group[n], []).append(n)
+        f = free[n]
+        if f >= gpp:
+            g = group[n]
+            if g in groups:
+                groups[g].append(n)
+                rooms[g] += f // gpp
+            else:
+                groups[g] = [n]
+                rooms[g] = f // gpp
     used = 0
     for key in sorted(groups):
+        room = rooms[key]
+        if room < pods:
+            continue
+        if count_only:
+            k = min(count, room // pods)
+            used += k * pods * gpp
+            count -= k
+            if count == 0:
+                break
+            continue
         members = groups[key]
-        while count and sum(free[n] // gpp for n in members) >= pods:
+        while count and room >= pods:
+            room -= pods
             need = pods
             for n in sorted(members, key=lambda n: (-free[n], n)):
                 k = min(need, free[n] // gpp)

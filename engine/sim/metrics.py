@@ -108,17 +108,26 @@ def compute_metrics(result) -> Metrics:
     recs = [r for r in result.tasks.values() if r.submit >= lo]  # submitted in the window
 
     # -------------------------------------------------------------- waits
-    groups: dict[tuple[str, str], list[float]] = {}
-    cens: dict[tuple[str, str], int] = {}
+    groups: dict[tuple[str, str], list[float]] = {("all", ""): []}
+    cens: dict[tuple[str, str], int] = {("all", ""): 0}
+    every = groups[("all", "")]
     for rec in recs:
-        if rec.state == "rejected" and rec.first_start is None:
-            continue
-        w = rec.wait if rec.first_start is not None else horizon - rec.submit
-        c = rec.first_start is None
-        team = rec.leaf or NO_LEAF
-        for key in (("all", ""), ("class", rec.klass), ("team", team)):
-            groups.setdefault(key, []).append(w)
-            cens[key] = cens.get(key, 0) + c
+        started = rec.first_start
+        if started is None:
+            if rec.state == "rejected":
+                continue
+            w, c = horizon - rec.submit, 1
+        else:
+            w, c = started - rec.submit, 0  # rec.wait
+        every.append(w)
+        cens[("all", "")] += c
+        for key in (("class", rec.klass), ("team", rec.leaf or NO_LEAF)):
+            if key in groups:
+                groups[key].append(w)
+                cens[key] += c
+            else:
+                groups[key] = [w]
+                cens[key] = c
     waits = {"overall": wait_stats(groups.get(("all", ""), []), cens.get(("all", ""), 0)),
              "by_class": {k: wait_stats(groups.get(("class", k), []), cens.get(("class", k), 0))
                           for k in CLASSES},
@@ -162,17 +171,18 @@ def compute_metrics(result) -> Metrics:
     capacity_h[-1] = cap_gpus * (span - (hours - 1) * 3600.0) / 3600.0
     capacity_h -= hourly_integral(down_s, down_e, down_w, hours)
     leaves = list(tree.leaves())
-    seg_leaf = np.array([s.leaf or NO_LEAF for s in segs], object)
+    seg_at = _positions([s.leaf or NO_LEAF for s in segs])
     live = [r for r in result.tasks.values() if r.end is None or r.end > lo]  # demand in window
-    r_leaf = np.array([r.leaf or NO_LEAF for r in live], object)
+    r_at = _positions([r.leaf or NO_LEAF for r in live])
     r_sub = np.fromiter((max(r.submit, lo) - lo for r in live), float, len(live))
     r_end = np.fromiter((horizon - lo if r.end is None else r.end - lo for r in live), float, len(live))
     r_gpus = np.fromiter((r.gpus for r in live), float, len(live))
     delivered_h, demand_h = {}, {}
+    nowhere = np.zeros(0, np.intp)
     for leaf in leaves:
-        m = seg_leaf == leaf
+        m = seg_at.get(leaf, nowhere)
         delivered_h[leaf] = hourly_integral(s_start[m] - lo, s_end[m] - lo, s_gpus[m], hours)
-        m = r_leaf == leaf
+        m = r_at.get(leaf, nowhere)
         demand_h[leaf] = hourly_integral(r_sub[m], r_end[m], r_gpus[m], hours)
     entitled_h = entitlement(tree, capacity_h, demand_h)
     before = getattr(result, "charged_before", None) or {}
@@ -239,6 +249,18 @@ def compute_metrics(result) -> Metrics:
     }
     wbc = {k: np.asarray(groups.get(("class", k), []), float) for k in CLASSES}
     return Metrics(summary, hours, capacity_h, delivered_h, entitled_h, demand_h, wbc)
+
+
+def _positions(keys: list[str]) -> dict[str, np.ndarray]:
+    """Per key, the ascending positions where it occurs in ``keys``: selects what the mask
+    ``np.array(keys) == key`` selects, in one pass for all keys."""
+    out: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        if key in out:
+            out[key].append(i)
+        else:
+            out[key] = [i]
+    return {key: np.asarray(at, np.intp) for key, at in out.items()}
 
 
 def _offered(trace, lo: float, horizon: float, cap_gpus: int) -> float:

@@ -44,7 +44,7 @@ import yaml
 
 from engine.errors import Problem, UserError
 from engine.model import BudgetNode, BudgetTree, Config
-from engine.sim.trace import Task, Trace
+from engine.sim.trace import Task, Trace, replace_task
 
 UNFUNDED = "unfunded"
 
@@ -68,10 +68,15 @@ def _uniforms(seed: int, key: str) -> tuple[float, float]:
 
 
 def classify(task: Task, config: Config, rules: ContractRules) -> str:
+    return _klass(task.funded, task.gpus, task.min_runtime, config, rules)
+
+
+def _klass(funded: bool, gpus: int, min_runtime: float | None, config: Config,
+           rules: ContractRules) -> str:
     debug = config.policy.debug
-    if task.funded and task.gpus <= debug.max_gpus and (task.min_runtime or 0) <= debug.max_min_runtime_s:
+    if funded and gpus <= debug.max_gpus and (min_runtime or 0) <= debug.max_min_runtime_s:
         return "debug"
-    return "large" if task.gpus >= rules.large_gpus else "small"
+    return "large" if gpus >= rules.large_gpus else "small"
 
 
 def assign_contract(task: Task, config: Config, rules: ContractRules, seed: int) -> Task:
@@ -96,10 +101,10 @@ def assign_contract(task: Task, config: Config, rules: ContractRules, seed: int)
                     want = min(want, pol.default_min_runtime_s)
                 min_rt = max(60.0, math.ceil(want / 60.0) * 60.0)
                 min_rt = min(min_rt, pol.min_runtime_cap_s)
-    out = replace(task, min_runtime=min_rt, resumable=resumable)
-    if out.klass is None:
-        out = replace(out, klass=classify(out, config, rules))
-    return out
+    klass = task.klass
+    if klass is None:  # as classify() of the task with this contract (Task.funded)
+        klass = _klass(bool(task.leaf) and (min_rt or 0.0) > 0.0, task.gpus, min_rt, config, rules)
+    return replace_task(task, min_runtime=min_rt, resumable=resumable, klass=klass)
 
 
 # ---------------------------------------------------------------------------- mapping
@@ -238,7 +243,7 @@ def compress(trace: Trace, factor: float) -> Trace:
     """Submit and failure times divided by ``factor``; runtimes unchanged (the end of a
     warm-up, ``meta["measure_from"]``, too)."""
     horizon = horizon_of(trace) / factor
-    tasks = [replace(t, submit=t.submit / factor) for t in trace.tasks]
+    tasks = [replace_task(t, submit=t.submit / factor) for t in trace.tasks]
     fails = [replace(f, time=f.time / factor) for f in trace.failures]
     meta = {**trace.meta, "horizon": horizon,
             "compression": float(trace.meta.get("compression", 1.0)) * factor}
@@ -284,7 +289,9 @@ def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | N
                                         f"leaf {leaf!r} is not a leaf of the budget tree",
                                         f"leaves are: {', '.join(sorted(leaves))}"))
             continue
-        tasks.append(assign_contract(replace(t, leaf=leaf), config, rules, seed))
+        if leaf != t.leaf:
+            t = replace_task(t, leaf=leaf)
+        tasks.append(assign_contract(t, config, rules, seed))
     if problems:
         raise UserError(problems)
     out = Trace.of(tasks, trace.failures, trace.name,

@@ -75,6 +75,24 @@ class Task:
         return out
 
 
+def replace_task(task: Task, **changes: Any) -> Task:
+    """``dataclasses.replace(task, **changes)`` at a fraction of the cost: preparing a trace
+    of 10^5 tasks replaces each several times, and ``replace`` inspects the fields and runs
+    the frozen ``__init__`` every time. :class:`Task` is a plain frozen dataclass (no
+    ``__post_init__``, nothing derived), so a copy of its field values with ``changes``
+    applied is the same task."""
+    unknown = changes.keys() - _TASK_ATTRS
+    if unknown:
+        raise TypeError(f"Task has no field {sorted(unknown)[0]!r}")
+    new = object.__new__(Task)
+    new.__dict__.update(task.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
+_TASK_ATTRS = frozenset(Task.__dataclass_fields__)
+
+
 @dataclass(frozen=True)
 class NodeFailure:
     """Node ``node`` turns unhealthy at ``time``; once drained (empty) it is repaired in
@@ -111,7 +129,8 @@ class Trace:
     def window(self, start: float, end: float | None) -> "Trace":
         """Tasks submitted in [start, end) and failures in the same window, shifted to start at 0."""
         stop = float("inf") if end is None else end
-        tasks = [replace(t, submit=t.submit - start) for t in self.tasks if start <= t.submit < stop]
+        tasks = [replace_task(t, submit=t.submit - start) for t in self.tasks
+                 if start <= t.submit < stop]
         fails = [replace(f, time=f.time - start) for f in self.failures if start <= f.time < stop]
         meta = dict(self.meta, window=[start, end])
         for key in ("horizon", "measure_from", "warmup"):

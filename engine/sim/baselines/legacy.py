@@ -27,7 +27,7 @@ import math
 
 from engine.core.types import Admit, Decision, Preempt, Snapshot, Workload
 from engine.model import Config
-from engine.sim.baselines.placement import FreeMap, drain_actions
+from engine.sim.baselines.placement import FreeMap, drain_actions, layout_of
 from engine.sim.schedulers import Scheduler
 
 NON_PREEMPTIBLE = "non-preemptible"
@@ -42,7 +42,7 @@ _CAPS: dict[int, tuple[Config, int, dict[str, int]]] = {}
 
 def caps(snapshot: Snapshot, config: Config) -> dict[str, int]:
     """Per team, ``floor(effective share x healthy GPUs)`` (memoised per config and count)."""
-    healthy = sum(n.gpus for n in snapshot.nodes if n.healthy)
+    healthy = layout_of(snapshot.nodes).healthy_gpus
     hit = _CAPS.get(id(config))
     if hit is not None and hit[0] is config and hit[1] == healthy:
         return hit[2]
@@ -67,7 +67,7 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
             ids.add(r.workload.id)
         else:
             team = team_of(r.workload)
-            used[team] = used.get(team, 0) + sum(g for _, g in r.placement.assignments)
+            used[team] = used.get(team, 0) + r.placement.gpus
     actions, evicted = drain_actions(snapshot, ids, "preemptible work leaves at once")
     if evicted:
         running = tuple(r for r in running if r.workload.id not in evicted)

@@ -6,33 +6,80 @@ ties: node name). A multi-pod gang goes, when ``policy.gang_in_one_domain``, ins
 topology domain: the domain that fits it with the least room to spare (ties: domain name),
 pods packed onto the nodes with the most free GPUs first. Several pods may share a node.
 A task whose contract names a cluster is only placed there.
+
+What depends on the nodes alone (which are schedulable, their GPUs, which are unhealthy) is
+computed once per node tuple by :func:`layout_of`: the simulator rebuilds its node tuple only
+when a node changes, so a pass costs O(running) to count free GPUs, not O(nodes + running).
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 from engine.core.types import Contract, NodeState, Placement, Running, Snapshot
 from engine.model import Policy
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """What the baselines need from the nodes alone: the schedulable (healthy, uncordoned)
+    nodes by name with their GPUs (in node order), their total and largest node, the GPUs of
+    healthy nodes, and the names of unhealthy nodes."""
+
+    info: Mapping[str, NodeState]
+    capacity: Mapping[str, int]
+    total: int
+    max_node: int
+    healthy_gpus: int
+    unhealthy: frozenset[str]
+
+
+_LAYOUTS: dict[int, tuple[tuple[NodeState, ...], NodeLayout]] = {}
+_MAX_LAYOUTS = 8
+
+
+def layout_of(nodes: Iterable[NodeState]) -> NodeLayout:
+    """The :class:`NodeLayout` of ``nodes``. A pure function; for a tuple (immutable, as in
+    a snapshot) the answer is memoised by identity, holding the tuple so its id stays
+    unique, at most ``_MAX_LAYOUTS`` tuples (decisions never depend on the memo)."""
+    if isinstance(nodes, tuple):
+        hit = _LAYOUTS.get(id(nodes))
+        if hit is not None and hit[0] is nodes:
+            return hit[1]
+    else:
+        nodes = tuple(nodes)
+    info: dict[str, NodeState] = {}
+    capacity: dict[str, int] = {}
+    for n in nodes:
+        if n.healthy and not n.cordoned:
+            info[n.name] = n
+            capacity[n.name] = n.gpus
+    out = NodeLayout(info, capacity, sum(capacity.values()),
+                     max((n.gpus for n in info.values()), default=0),
+                     sum(n.gpus for n in nodes if n.healthy),
+                     frozenset(n.name for n in nodes if not n.healthy))
+    if len(_LAYOUTS) >= _MAX_LAYOUTS:
+        _LAYOUTS.clear()
+    _LAYOUTS[id(nodes)] = (nodes, out)
+    return out
 
 
 class FreeMap:
     """Free GPUs per schedulable node, with what placement needs to answer quickly."""
 
     def __init__(self, nodes: Iterable[NodeState], running: Iterable[Running]):
-        self.info: dict[str, NodeState] = {}
-        self.free: dict[str, int] = {}
-        for n in nodes:
-            if n.healthy and not n.cordoned:
-                self.info[n.name] = n
-                self.free[n.name] = n.gpus
-        free = self.free
+        layout = layout_of(nodes)
+        self.info: Mapping[str, NodeState] = layout.info  # shared, never written
+        free = self.free = dict(layout.capacity)
+        total = layout.total
         for r in running:
             for node, g in r.placement.assignments:
                 if node in free:
                     free[node] -= g
-        self.total = sum(free.values())
-        self.max_node = max((n.gpus for n in self.info.values()), default=0)
+                    total -= g
+        self.total = total
+        self.max_node = layout.max_node
 
     def copy(self) -> "FreeMap":
         other = FreeMap.__new__(FreeMap)
@@ -100,7 +147,7 @@ def drain_actions(snapshot: Snapshot, evictable: set[str], reason: str) -> tuple
 
     actions: list = []
     evicted: set[str] = set()
-    bad = {n.name for n in snapshot.nodes if not n.healthy}
+    bad = layout_of(snapshot.nodes).unhealthy
     if not bad:
         return actions, evicted
     busy: dict[str, set[str]] = {n: set() for n in bad}

@@ -56,6 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="compress submissions so offered demand is X times the base capacity "
                              "(default: 1.1 as allot simulate; 0 keeps the trace's own timing)")
     parser.add_argument("--seed", type=int, default=0, help="seed for contract draws (default: 0)")
+    parser.add_argument("--cadence", choices=("watch", "interval"), default="watch",
+                        help="when scheduling passes run in the replay: watch = at every event, as "
+                             "the reconciler runs them; interval = only on the policy's interval "
+                             "grid, several times faster, waits include up to one interval "
+                             "(default: watch)")
     parser.add_argument("--jobs", type=int, choices=(1, 2), default=2,
                         help="simulate base and head in 2 processes at once, or 1 after the "
                              "other (default: 2; results are identical)")
@@ -104,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
         spec = ReplaySpec(trace=args.trace, days=args.days or None, start_day=args.start_day,
                           mapping=args.mapping, demand_ratio=args.demand_ratio or None,
-                          seed=args.seed, parallel=args.jobs > 1)
+                          seed=args.seed, parallel=args.jobs > 1, cadence=args.cadence)
         replay = run_replay(base, head, spec, log=lambda m: print(m, file=sys.stderr))
     chart = None
     if out is not None:

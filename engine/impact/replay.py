@@ -58,6 +58,7 @@ class ReplaySpec:
     demand_ratio: float | None = 1.1
     seed: int = 0
     parallel: bool = True  # run the two simulations in two processes
+    cadence: str = "watch"  # when passes run (engine.sim.engine.SimOptions): watch or interval
 
 
 @dataclass(frozen=True)
@@ -263,8 +264,12 @@ def run_replay(base: Config, head: Config, spec: ReplaySpec = ReplaySpec(),
             trace = compress(trace, factor)
         say(f"allot impact: simulating {which} ({len(trace.tasks):,} jobs, "
             f"{trace.meta.get('horizon', trace.span) / 86400.0:.1f} days, {capacity(cfg):,} GPUs)")
-        jobs.append((cfg, trace, spec.seed))
+        jobs.append((cfg, trace, spec.seed, spec.cadence))
     b, h = simulate_all(jobs, parallel=spec.parallel)
+    if spec.cadence != "watch":
+        notes.append(f"passes on the policy's {spec.cadence} grid (--cadence {spec.cadence}), not at "
+                     "every event as the reconciler runs them: waits include up to one interval "
+                     "of pass latency")
     if factor != 1.0:
         notes.append(f"submissions compressed {factor:.3g}× to reach demand "
                      f"{spec.demand_ratio:g}× the base capacity")
@@ -284,24 +289,25 @@ class RunOutcome:
     capacity_gpus: int
 
 
-def outcome_of(config: Config, trace: Trace, seed: int) -> RunOutcome:
-    from engine.sim.engine import simulate
+def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch") -> RunOutcome:
+    from engine.sim.engine import SimOptions, simulate
     from engine.sim.prepare import capacity
 
-    result = simulate(config, trace, "budget", seed=seed)
+    result = simulate(config, trace, "budget", seed=seed, options=SimOptions(cadence=cadence))
     return RunOutcome(result.summary(), _preemptions_by_team(result), len(trace.tasks),
                       result.horizon, capacity(config))
 
 
-_FORKED_JOBS: list[tuple[Config, Trace, int]] = []
+Job = tuple[Config, Trace, int, str]  # (config, trace, seed, cadence)
+_FORKED_JOBS: list[Job] = []
 
 
 def _forked(index: int) -> RunOutcome:
     return outcome_of(*_FORKED_JOBS[index])
 
 
-def simulate_all(jobs: list[tuple[Config, Trace, int]], parallel: bool = True) -> list[RunOutcome]:
-    """Run every ``(config, trace, seed)``; in parallel worker processes when asked and the
+def simulate_all(jobs: list[Job], parallel: bool = True) -> list[RunOutcome]:
+    """Run every ``(config, trace, seed, cadence)``; in parallel worker processes when asked and the
     platform can fork (the inputs reach the workers through the fork, not pickling; only the
     plain :class:`RunOutcome` comes back). Results are identical either way: each run is
     deterministic and independent."""

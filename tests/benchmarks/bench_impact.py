@@ -6,7 +6,7 @@ applied program from code-assistant to agents; then times the whole command (bot
 git, the diff, two 14-day simulations of the default trace at the default demand, the report, chart
 and JSON). Prints the figures; asserts nothing about time.
 
-    python tests/benchmarks/bench_impact.py [--days 14] [--trace philly]
+    python tests/benchmarks/bench_impact.py [--days 14] [--trace philly] [--cadence watch|interval]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main_bench() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", default="14")
     parser.add_argument("--trace", default=None)
+    parser.add_argument("--cadence", default="watch", choices=["watch", "interval"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = pygit2.init_repository(str(Path(tmp) / "config"))
@@ -57,6 +58,7 @@ def main_bench() -> int:
                 "--days", args.days, "--out", str(out), "--format", "json"]
         if args.trace:
             argv += ["--trace", args.trace]
+        argv += ["--cadence", args.cadence]
         buf = io.StringIO()
         started = time.perf_counter()
         with contextlib.redirect_stdout(buf):
@@ -67,6 +69,7 @@ def main_bench() -> int:
         md = (out / "impact.md").read_text()
         teams = {t["team"]: t for t in replay["teams"]}
         print(f"exit status            {code}")
+        print(f"cadence                {args.cadence}")
         print(f"replayed               {replay['horizon_s'] / 86400:.1f} days, {replay['tasks']:,} jobs, "
               f"{replay['capacity_gpus']['before']:,} GPUs, trace {replay['trace']}")
         print(f"wall time (whole cmd)  {wall:.1f} s   (target < 120 s)")

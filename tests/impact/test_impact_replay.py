@@ -62,6 +62,22 @@ def test_parallel_and_serial_runs_agree(tmp_path):
     assert replace(one, wall_s=0.0) == replace(two, wall_s=0.0)
 
 
+def test_interval_cadence_runs_passes_on_the_grid_and_says_so(tmp_path):
+    path = trace_file(tmp_path, ("x", "y"))
+    base, head = config({"x": 70.0, "y": 30.0}), config({"x": 30.0, "y": 70.0})
+    watch = run_replay(base, head, spec(path, parallel=False))
+    grid = run_replay(base, head, spec(path, parallel=False, cadence="interval"))
+    teams = {t.team: t for t in grid.teams}
+    assert teams["y"].change > 0 > teams["x"].change  # the same direction as at every event
+    assert any("--cadence interval" in n for n in grid.notes)
+    assert not any("cadence" in n for n in watch.notes)
+    # jobs arrive in the first 25 s: at every event they start at once, on the grid the
+    # 32 GPUs idle until the first pass at 60 s (about 0.5 GPU-hours less delivered)
+    for side in ("before", "after"):
+        lost = getattr(watch.overall["delivered_gpu_h"], side) - getattr(grid.overall["delivered_gpu_h"], side)
+        assert 0.3 < lost < 0.6
+
+
 def test_work_of_a_leaf_removed_in_the_head_runs_unfunded_there(tmp_path):
     path = trace_file(tmp_path, ("x", "y"), jobs=8)
     impact = run_replay(config({"x": 50.0, "y": 50.0}), config({"x": 100.0}),

@@ -127,7 +127,8 @@ class _Pass:
         self.proj.add_all(charges, whole)
         self._prey = prey
         self._index: VictimIndex | None = None  # the victims, indexed on the first search
-        self.gpus_by_leaf, self.below = by_leaf, below
+        self.gpus_by_leaf = by_leaf
+        self.below: RankSums = below
         self.held_gpus = held_gpus  # GPUs of running work not yet preempted
         self.gone: set[str] = set(evicted)  # preempted in this decision
         self._pingpong: dict[tuple, bool] = {}
@@ -238,6 +239,7 @@ class _Pass:
             return True
         if res.hold:
             return False
+        assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         c = e.workload.contract
         return (self.now + c.min_runtime_s <= res.until and
                 self.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
@@ -271,6 +273,8 @@ class _Pass:
             if v.leaf is None:
                 why = "unallocated work is preempted first"
             else:
+                # only work charged to a leaf (which has its rank, queue.Entry) finds victims (step)
+                assert e.rank is not None
                 self.proj.remove(v.leaf, self.rate_of(v.on))
                 theirs = texts.get(v.leaf)
                 if theirs is None:
@@ -356,6 +360,7 @@ class _Pass:
             nofit.add(shape)
         if e.leaf is None:
             return ("wait", "unallocated work only runs on idle GPUs and never preempts", free)
+        assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
         rank, charge, ok = (0 if e.debug else e.rank.rank), self.charge_of(e), None
         why: object = "no free GPU and nothing preemptible"
@@ -404,6 +409,8 @@ class _Pass:
                 ok: frozenset[str]) -> bool:
         """Reserve for ``e`` (see :func:`~engine.core.reservation.reservation_for`); False
         when there is no reservation to make."""
+        # only called by step for work charged to a leaf, which has its rank (queue.Entry)
+        assert e.leaf is not None and e.rank is not None
         c = e.workload.contract
         if self._releases is None:  # sorted once per pass, on the first reservation
             self._releases = Releases(self.held, self.gone, self.now)

@@ -66,13 +66,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from engine.model import BudgetTree
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
-from engine.core.victim_index import SCAN, VictimIndex, cheapest_node, take_on_node
+from engine.core.victim_index import SCAN, Scan, VictimIndex, cheapest_node, take_on_node
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,13 @@ class Victim:
     @property
     def on(self) -> tuple[tuple[str, int], ...]:
         return self.running.placement.assignments
+
+
+class VictimsByNode(Protocol):
+    """Preemptible running work per node, in :attr:`Victim.order`, read with ``get(node,
+    default)``: a mapping node -> victims, or a :class:`~engine.core.victim_index.VictimIndex`."""
+
+    def get(self, node: str, default: Sequence[Victim], /) -> Sequence[Victim]: ...
 
 
 def make_victim(running: Running, leaf: str | None, rank: int, now: float, grace_s: float,
@@ -127,7 +134,7 @@ _Best = tuple  # (score, placement, victims); score = (set_cost, 0 node / 1 grou
 
 
 def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
-                by_node: Mapping[str, Sequence[Victim]], ok: frozenset[str],
+                by_node: VictimsByNode, ok: frozenset[str],
                 exclude: frozenset[str], held: Mapping[str, int] | None,
                 debug_ok: frozenset[str] | None) -> _Best | None:
     """The cheapest single node, trying every node in cluster and name order. Each node takes
@@ -165,7 +172,7 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
 
 
 def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
-                 by_node: Mapping[str, Sequence[Victim]], ok: frozenset[str],
+                 by_node: VictimsByNode, ok: frozenset[str],
                  exclude: frozenset[str] = frozenset(), held: Mapping[str, int] | None = None,
                  debug_ok: frozenset[str] | None = None) -> tuple[Placement, list[Victim]] | None:
     """Cheapest set of victims whose GPUs, with the free ones, give the gang a valid placement;
@@ -178,7 +185,7 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
     first (:func:`~engine.core.victim_index.cheapest_node`): same answer, far fewer nodes."""
     total = gpus_per_pod * pods
     # 1. one node if it can
-    best: _Best | None | object = SCAN
+    best: _Best | None | Scan = SCAN
     if isinstance(by_node, VictimIndex):
         held = by_node.held
         if by_node.worth_sorting(tuple(clusters), total):

@@ -41,7 +41,7 @@ class Entry(NamedTuple):
 
     workload: Workload
     leaf: str | None
-    rank: LeafRank | None
+    rank: LeafRank | None  # the leaf's rank: None exactly when ``leaf`` is
     note: str
     key: tuple
     debug: bool = False
@@ -90,6 +90,9 @@ class UnallocatedEntries:
 _UNALLOCATED = UnallocatedEntries()
 
 
+Parts = tuple[str, bool, int, float, str]  # (budget, debug, -priority, submit time, id)
+
+
 class FundedParts:
     """What the queue entry of a valid workload that asks for an allocation (a budget and a
     min runtime above 0) takes from the workload alone, per workload, across decisions:
@@ -103,9 +106,9 @@ class FundedParts:
     def __init__(self, limit: int = 65536):
         self.limit = limit
         self.bounds: tuple[int, float] | None = None  # the debug rule's (max GPUs, max min runtime)
-        self.remembered: dict[int, tuple[Workload, tuple]] = {}  # id -> (workload, its parts)
+        self.remembered: dict[int, tuple[Workload, Parts]] = {}  # id -> (workload, its parts)
 
-    def table(self, bounds: tuple[int, float]) -> dict[int, tuple[Workload, tuple]]:
+    def table(self, bounds: tuple[int, float]) -> dict[int, tuple[Workload, Parts]]:
         """The remembered parts for the debug rule's ``bounds``; read it by ``id(workload)``
         (an entry counts only if its workload *is* the one looked up)."""
         if bounds != self.bounds or len(self.remembered) >= self.limit:
@@ -133,20 +136,20 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     remembered = _UNALLOCATED.remembered
     funded = _FUNDED.table((dmax_gpus, dmax_min))
     for w in pending:
-        hit = remembered.get(id(w))
-        if hit is not None and hit[0] is w:  # seen before: valid, asks for no allocation
-            add_unallocated(hit[1])
+        seen = remembered.get(id(w))
+        if seen is not None and seen[0] is w:  # seen before: valid, asks for no allocation
+            add_unallocated(seen[1])
             continue
-        hit = funded.get(id(w))
-        if hit is not None and hit[0] is w:  # seen before: valid, asks for an allocation
-            budget, debug_shape, neg_priority, submitted, wid = hit[1]
-            lr = ranks.get(budget)
+        parts = funded.get(id(w))
+        if parts is not None and parts[0] is w:  # seen before: valid, asks for an allocation
+            known_budget, debug_shape, neg_priority, submitted, wid = parts[1]
+            lr = ranks.get(known_budget)
             if lr is not None:  # allocated (a leaf of this tree): as below
                 if debug_shape:
-                    add(entry(Entry, (w, budget, lr, dnote,
+                    add(entry(Entry, (w, known_budget, lr, dnote,
                                       (0, lr.rank, neg_priority, submitted, wid), True)))
                 else:
-                    add(entry(Entry, (w, budget, lr, "",
+                    add(entry(Entry, (w, known_budget, lr, "",
                                       (1, lr.rank, neg_priority, submitted, wid), False)))
                 continue
         c = w.contract

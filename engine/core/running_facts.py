@@ -36,7 +36,8 @@ class RunningFacts:
     def __init__(self, limit: int = 16384):
         self.limit = limit
         self._tree: BudgetTree | None = None
-        self._weights: Mapping[str, float] | None = None
+        # a placeholder no caller holds: the first :meth:`table` starts afresh (its tree is new)
+        self._weights: Mapping[str, float] = {}
         self._leaves: frozenset[str] = frozenset()
         self.remembered: dict[int, tuple[Running, Facts]] = {}  # id -> (running, its facts)
 
@@ -59,7 +60,8 @@ class RunningFacts:
         w, c = r.workload, r.workload.contract
         weight = self._weights
         assignments = r.placement.assignments
-        gpus, rate = 0, 0
+        gpus = 0
+        rate: float = 0  # (stays the int 0 for no assignments, as it always has)
         for n, g in assignments:
             gpus += g
             rate = rate + g * weight.get(n, 1.0)

@@ -39,8 +39,9 @@ next use, for the nodes changed since.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from enum import Enum
 from itertools import accumulate
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Final, Iterable, Sequence
 
 from engine.core.types import Placement
 
@@ -80,7 +81,7 @@ class VictimIndex:
         self._sorted: dict[tuple[str, int], _Sorted] = {}
         self._searches: dict[tuple, int] = {}  # (clusters, total) -> searches so far
 
-    def get(self, node: str, default=()):
+    def get(self, node: str, default: Sequence[Victim] = ()) -> Sequence[Victim]:
         return self.on.get(node, default)
 
     def remove(self, victim: Victim) -> None:
@@ -150,7 +151,7 @@ class _NodeSums:
 
     __slots__ = ("nu", "unalloc", "alloc", "reach", "free_victim")
 
-    def __init__(self, victims: list[Victim], node: str):
+    def __init__(self, victims: Sequence[Victim], node: str):
         # running sums from 0.0 in victim order, as the search sums a set
         self.unalloc = list(accumulate([v.cost for v in victims if v.leaf is None], initial=0.0))
         self.alloc = list(accumulate([v.cost for v in victims if v.leaf is not None], initial=0.0))
@@ -205,7 +206,13 @@ class _Sorted:
         self.seen = len(index._log)
 
 
-SCAN = object()  # :func:`cheapest_node`'s answer when only the scan in node order can tell
+class Scan(Enum):
+    """The type of :data:`SCAN` (a one-member enum: type checkers narrow ``x is SCAN``)."""
+
+    SCAN = "scan"
+
+
+SCAN: Final = Scan.SCAN  # :func:`cheapest_node`'s answer when only the scan in node order can tell
 
 
 def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str],
@@ -237,7 +244,7 @@ def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str
 
 def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: VictimIndex,
                   ok: frozenset[str], exclude: frozenset[str],
-                  debug_ok: frozenset[str] | None) -> tuple | None | object:
+                  debug_ok: frozenset[str] | None) -> tuple | None | Scan:
     """The answer of :func:`engine.core.preemption._scan_nodes` (the cheapest single node
     for ``total`` GPUs, as ``(score, placement, victims)``), trying nodes by ascending lower
     bound and stopping at the first bound no better than the best node found: ``m``, the

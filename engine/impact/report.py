@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from engine.durations import approx_duration
 from engine.errors import Problem
@@ -166,16 +166,21 @@ def _change_cell(t: TeamImpact) -> str:
     return f"{signed(t.change)}{rel}"
 
 
+def _number(spec: str, unit: str = "") -> Callable[[float | None], str]:
+    """A formatter: ``value`` in the format ``spec`` followed by ``unit``, or a dash."""
+    return lambda v: "–" if v is None else f"{v:{spec}}{unit}"
+
+
 def _overall_table(replay: ReplayImpact) -> str:
-    labels = {
-        "offered_demand": ("offered demand / capacity", lambda v: "–" if v is None else f"{v:.2f}×"),
-        "queued_demand": ("mean queued demand / capacity", lambda v: "–" if v is None else f"{v:.2f}×"),
+    labels: dict[str, tuple[str, Callable[[float | None], str]]] = {
+        "offered_demand": ("offered demand / capacity", _number(".2f", "×")),
+        "queued_demand": ("mean queued demand / capacity", _number(".2f", "×")),
         "occupancy": ("cluster occupancy", pct),
         "unallocated_share": ("unallocated share of delivered", pct),
         "delivered_gpu_h": ("delivered to teams (GPU-h)", gpu_h),
         "entitled_delivered": ("entitled GPU-h delivered", pct),
-        "teams_at_95": ("teams at ≥ 95% of entitlement", lambda v: "–" if v is None else f"{v:.0f}"),
-        "preemptions": ("preemptions", lambda v: "–" if v is None else f"{v:,.0f}"),
+        "teams_at_95": ("teams at ≥ 95% of entitlement", _number(".0f")),
+        "preemptions": ("preemptions", _number(",.0f")),
         "gpu_hours_lost": ("GPU-h lost to preemption", gpu_h),
         "wait_p50": ("queue wait p50, all jobs", _duration),
         "wait_p90": ("queue wait p90, all jobs", _duration),
@@ -224,11 +229,11 @@ def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
                            ((i.name, arrow(share(i.share_before), share(i.share_after)),
                              arrow(share(i.unallocated_before), share(i.unallocated_after)))
                             for i in diff.inner)))
-    for title, items in (("owners", diff.owners), ("principals", diff.principals)):
-        if items:
+    for title, changes in (("owners", diff.owners), ("principals", diff.principals)):
+        if changes:
             tree.append(_table(("node", f"{title} before", f"{title} after"),
                                ((c.name, ", ".join(c.before) or "–", ", ".join(c.after) or "–")
-                                for c in items)))
+                                for c in changes)))
     if tree:
         out.append(_fold(f"Budget tree changes ({len(diff.leaves)} leaves affected)", "\n\n".join(tree)))
     if diff.policy:

@@ -65,7 +65,7 @@ from engine.model import Config
 from engine.sim.idle import IdleMeter
 from engine.sim.prepare import horizon_of
 from engine.sim.queue import PendingQueue
-from engine.sim.result import Event, Segment, SimResult, TaskRecord
+from engine.sim.result import Event, Segment, SimResult, TaskRecord, TaskState
 from engine.sim.schedulers import Scheduler, get_scheduler
 from engine.sim.trace import Task, Trace
 
@@ -108,7 +108,7 @@ class _T:
     def __init__(self, task: Task, wl: Workload, rate: float):
         self.task, self.wl, self.rate = task, wl, rate
         self.remaining = task.runtime
-        self.state = "pending"
+        self.state: TaskState = "pending"
         self.seq = 0
         self.start = 0.0
         self.need = 0.0
@@ -342,8 +342,9 @@ class _Sim:
 
     # ------------------------------------------------------------------ charging
 
-    def set_rate(self, leaf: str, now: float, delta: float) -> None:
+    def set_rate(self, leaf: str | None, now: float, delta: float) -> None:
         """Change ``leaf``'s charge rate by ``delta`` at ``now``, charging the stretch that ends."""
+        assert leaf is not None, "only funded work is charged, and funded work has a leaf"
         r = self.rate.get(leaf, 0.0)
         since = self.rate_since.get(leaf, now)
         if r > 0 and now > since:
@@ -495,8 +496,9 @@ class _Sim:
             ns = self.nodes.get(node)
             free = self.free.get(node)
             if ns is None or not ns.healthy or ns.cordoned or free is None or len(free) < n:
-                raise SimulationError(f"{self.sched.name}: admit {task.id} on {node} x{n}: node "
-                                      f"{'unknown' if ns is None else 'unhealthy' if not ns.healthy else 'cordoned' if ns.cordoned else f'has {len(free)} free'}")
+                why = ("unknown" if ns is None or free is None else "unhealthy" if not ns.healthy
+                       else "cordoned" if ns.cordoned else f"has {len(free)} free")
+                raise SimulationError(f"{self.sched.name}: admit {task.id} on {node} x{n}: node {why}")
             placed.append((node, tuple(free[:n])))
             del free[:n]
             self.meter.set_free(node, len(free))

@@ -189,7 +189,7 @@ def compute_metrics(result) -> Metrics:
     charged = {leaf: c - before.get(leaf, 0.0) for leaf, c in result.charged.items()}
     teams: dict[str, Any] = {}
     ok = enough_n = 0
-    worst = None
+    worst: float | None = None
     ent_total = deliv_capped = 0.0
     for leaf in leaves:
         share = tree.effective_share(leaf)

@@ -29,9 +29,9 @@ _META = {"Software": None}
 MAX_ROWS = 256
 
 
-def team_colors(leaves: Sequence[str]) -> dict[str, tuple]:
+def team_colors(leaves: Sequence[str]) -> dict[str | None, tuple]:
     cmap = plt.get_cmap("tab20")
-    out = {leaf: cmap(i % 20) for i, leaf in enumerate(sorted(leaves))}
+    out: dict[str | None, tuple] = {leaf: cmap(i % 20) for i, leaf in enumerate(sorted(leaves))}
     out[None] = (0.6, 0.6, 0.6, 1.0)
     return out
 

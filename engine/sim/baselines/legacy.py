@@ -37,17 +37,18 @@ def team_of(w: Workload) -> str | None:
     return w.contract.budget or w.contract.requested_budget
 
 
-_CAPS: dict[int, tuple[Config, int, dict[str, int]]] = {}
+_CAPS: dict[int, tuple[Config, int, dict[str | None, int]]] = {}  # keys: leaves (team_of)
 
 
-def caps(snapshot: Snapshot, config: Config) -> dict[str, int]:
+def caps(snapshot: Snapshot, config: Config) -> dict[str | None, int]:
     """Per team, ``floor(effective share x healthy GPUs)`` (memoised per config and count)."""
     healthy = layout_of(snapshot.nodes).healthy_gpus
     hit = _CAPS.get(id(config))
     if hit is not None and hit[0] is config and hit[1] == healthy:
         return hit[2]
     tree = config.tree
-    out = {leaf: math.floor(tree.effective_share(leaf) * healthy + 1e-9) for leaf in tree.leaves()}
+    out: dict[str | None, int] = {leaf: math.floor(tree.effective_share(leaf) * healthy + 1e-9)
+                                  for leaf in tree.leaves()}
     if len(_CAPS) > 64:
         _CAPS.clear()
     _CAPS[id(config)] = (config, healthy, out)
@@ -60,7 +61,7 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     running = snapshot.running
     preemptible: list = []
     ids: set[str] = set()
-    used: dict[str, int] = {}
+    used: dict[str | None, int] = {}  # per team_of (None: no budget named)
     for r in running:  # one pass: preemptible runs, and non-preemptible GPUs per team
         if r.protected_until <= now:
             preemptible.append(r)

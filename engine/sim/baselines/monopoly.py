@@ -32,7 +32,7 @@ def quotas(snapshot: Snapshot, config: Config) -> dict[str, int]:
 def monopoly_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     quota = quotas(snapshot, config)
     actions, _ = drain_actions(snapshot, set(), "monopolies are never preempted")
-    used: dict[str, int] = {}
+    used: dict[str | None, int] = {}  # per team_of (None: no budget named)
     for r in snapshot.running:
         team = team_of(r.workload)
         used[team] = used.get(team, 0) + r.placement.gpus

@@ -13,9 +13,10 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       placed does not block smaller ones behind it;
    b. else, if it is allocated, preempt the cheapest valid victim set (lower-ranked or
       unallocated, never protected, anti-ping-pong rule projected over all moves of this
-      decision; a debug workload may take unprotected work of any leaf, see
-      :mod:`engine.core.queue` and :mod:`engine.core.preemption`). A failed search is not repeated for a later workload of the same shape
-      with the same set of preemptible leaves (free GPUs and victims only shrink);
+      decision (:mod:`engine.core.eligibility`); a debug workload may take unprotected work
+      of any leaf, see :mod:`engine.core.queue` and :mod:`engine.core.preemption`). A
+      failed search is not repeated for a later workload of the same shape with the same
+      set of preemptible leaves (free GPUs and victims only shrink);
    c. else, while fewer than ``policy.reservations`` exist and they hold less than
       ``policy.reservation_share`` of the GPUs, such an allocated non-debug
       workload gets a reservation (:mod:`engine.core.reservation`) on nodes no earlier one
@@ -50,14 +51,13 @@ victim search, and running work is sorted as releases once, on the first reserva
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import Sequence
 
 from engine.core.drain import drain
 from engine.core.explain import StatusMap, leaf_text, placement_text, when
 from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
-from engine.core.pingpong import PingPongLeaves
+from engine.core.eligibility import Eligibility
 from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
                                     progress_lost)
@@ -81,7 +81,6 @@ class _Pass:
         self.used_tree = rollup_usage(self.tree, snapshot.usage)
         self.ranks = rank_leaves(self.tree, snapshot.usage, self.used_tree)
         self.n = len(self.ranks)
-        self.all_leaves = frozenset(self.ranks)  # what a debug workload may preempt
         self.weights = {c.name: self.policy.billing_weight(c.gpu_type) for c in self.policy.clusters}
         layout = _LAYOUTS.get(snapshot.nodes, self.policy.gang_in_one_domain)
         self.node_actions, self.evictions, self.draining = drain(
@@ -131,16 +130,11 @@ class _Pass:
         self.below: RankSums = below
         self.held_gpus = held_gpus  # GPUs of running work not yet preempted
         self.gone: set[str] = set(evicted)  # preempted in this decision
-        self._pingpong: dict[tuple, bool] = {}
-        self._allowed = PingPongLeaves(self.tree, self.used_tree, self.proj)
+        self.rules: Eligibility = Eligibility(  # who may preempt whom, with its per-pass caches
+            self.tree, self.used_tree, self.proj, self.ranks, self.weights, self.pool.cluster_names,
+            by_leaf, below)
+        self.all_leaves = self.rules.all_leaves  # what a debug workload may preempt
         self._texts: dict[str | None, str] = {}  # leaf_text per leaf, for admit's reasons
-        self._version = self.proj.version
-        self._weight: dict[str | None, float] = {}
-        self._upper: dict[frozenset, tuple[int, int]] = {}
-        self._charge: dict[tuple, tuple[float, float]] = {}  # charge_of per contract shape
-        self._lower: dict[int, frozenset[str]] = {}
-        self._by_rank: tuple[str, ...] | None = None
-        self._gone_version = 0  # bumped whenever a victim is preempted
         self.actions: list[Action] = []
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
         self.reservations: list[Reservation] = []  # in queue order, on disjoint nodes
@@ -172,66 +166,6 @@ class _Pass:
         """Billing-weighted GPUs held (GPU-seconds charged per second)."""
         return sum(g * self.node_weight.get(n, 1.0) for n, g in assignments)
 
-    def _fresh(self) -> None:
-        """Drop anti-ping-pong caches once the projection moved (an admission or preemption)."""
-        if self._version != self.proj.version:
-            self._version = self.proj.version
-            self._pingpong.clear()
-
-    def pingpong_ok(self, winner: str, loser: str, extra: float, m: float) -> bool:
-        self._fresh()
-        key = (winner, loser, extra, m)
-        ok = self._pingpong.get(key)
-        if ok is None:
-            ok = self._pingpong[key] = self._allowed.still_above(winner, loser, extra, m)
-        return ok
-
-    def may_preempt(self, leaf: str, rank: int, charge: tuple[float, float], v_leaf: str | None,
-                    v_rank: int) -> bool:
-        return v_leaf is None or (v_rank > rank and self.pingpong_ok(leaf, v_leaf, *charge))
-
-    def charge_of(self, e: Entry) -> tuple[float, float]:
-        """GPU-seconds a workload's protected run will charge its leaf (at the dearest billing
-        weight it may land on), and its min runtime."""
-        c = e.workload.contract
-        key = (c.gpus, c.min_runtime_s, c.cluster)
-        hit = self._charge.get(key)
-        if hit is not None:
-            return hit
-        weight = self._weight.get(c.cluster)
-        if weight is None:
-            clusters = self.pool.cluster_names(c.cluster) or sorted(self.weights)
-            weight = self._weight[c.cluster] = max((self.weights.get(x, 1.0) for x in clusters),
-                                                   default=1.0)
-        hit = self._charge[key] = (c.gpus * c.min_runtime_s * weight, c.min_runtime_s)
-        return hit
-
-    def ok_leaves(self, leaf: str, rank: int, charge: tuple[float, float]) -> frozenset[str]:
-        """Leaves whose work past its min runtime a workload of ``leaf`` (``charge``) may
-        preempt: ranked lower now and passing the anti-ping-pong rule."""
-        return self._allowed.leaves(leaf, charge, self.lower(rank))
-
-    def preemptible_upper(self, ok: frozenset[str]) -> int:
-        """Upper bound of the GPUs preemption could free for a workload allowed ``ok`` leaves
-        (cached per set until a victim goes; every leaf: all victims' GPUs)."""
-        if ok is self.all_leaves:
-            return self.below.total
-        hit = self._upper.get(ok)
-        if hit is None or hit[0] != self._gone_version:
-            held = self.gpus_by_leaf.get
-            hit = self._upper[ok] = (self._gone_version,
-                                     held(None, 0) + sum(map(held, ok, repeat(0))))
-        return hit[1]
-
-    def lower(self, rank: int) -> frozenset[str]:
-        """Leaves ranked strictly below ``rank`` (rank 0: every leaf)."""
-        found = self._lower.get(rank)
-        if found is None:
-            if self._by_rank is None:  # leaves in rank order (ranks are 1..n, each once)
-                self._by_rank = tuple(sorted(self.ranks, key=lambda x: self.ranks[x].rank))
-            found = self._lower[rank] = frozenset(self._by_rank[max(0, rank):])
-        return found
-
     def backfill_ok(self, e: Entry, res: Reservation) -> bool:
         """May ``e`` use ``res``'s nodes? Only if the holder could preempt it by then; a
         drain hold takes only unallocated work (see :mod:`engine.core.reservation`)."""
@@ -242,7 +176,7 @@ class _Pass:
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         c = e.workload.contract
         return (self.now + c.min_runtime_s <= res.until and
-                self.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
+                self.rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
 
     def kept_off(self, e: Entry) -> frozenset[str]:
         """The reserved nodes ``e`` may not use (see :meth:`backfill_ok`)."""
@@ -293,7 +227,7 @@ class _Pass:
             self.by_node.remove(v)
             self.gpus_by_leaf[v.leaf] -= v.gpus
             self.below.add(v.rank, -v.gpus)
-            self._gone_version += 1
+            self.rules.victim_gone()
             self.held_gpus -= v.gpus
         self.pool.take(placement)
         if self._index is not None:  # (else built later, from the pool as it is then)
@@ -362,7 +296,7 @@ class _Pass:
             return ("wait", "unallocated work only runs on idle GPUs and never preempts", free)
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
-        rank, charge, ok = (0 if e.debug else e.rank.rank), self.charge_of(e), None
+        rank, charge, ok = (0 if e.debug else e.rank.rank), self.rules.charge_of(e), None
         why: object = "no free GPU and nothing preemptible"
         if not quick:
             why = ("search", (), charge, 0.0)
@@ -373,11 +307,11 @@ class _Pass:
             else:
                 # a debug workload may take any leaf's work, but debug work only by the
                 # ordinary rule (``dok``: the leaves that rule allows)
-                dok = self.ok_leaves(e.leaf, e.rank.rank, charge) if e.debug else None
-                ok = self.all_leaves if e.debug else self.ok_leaves(e.leaf, rank, charge)
+                dok = self.rules.ok_leaves(e.leaf, e.rank.rank, charge) if e.debug else None
+                ok = self.all_leaves if e.debug else self.rules.ok_leaves(e.leaf, rank, charge)
                 blocked = novictims.get((shape, ok, dok))
                 if blocked is None:
-                    upper = self.preemptible_upper(ok)
+                    upper = self.rules.preemptible_upper(ok)
                     found = None
                     if free + upper >= c.gpus:
                         found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
@@ -388,13 +322,13 @@ class _Pass:
                         nofit.clear()  # preemption may leave GPUs free that others can use
                         return ("admitted", "", free)
                     blocked = novictims[(shape, ok, dok)] = tuple(sorted(
-                        x for x in self.lower(rank) - ok if self.gpus_by_leaf.get(x, 0) > 0))
+                        x for x in self.rules.lower(rank) - ok if self.gpus_by_leaf.get(x, 0) > 0))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                         maxfail[shape] = rank
                 why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
         if self.may_reserve() and not e.debug:
             if free + self.held_gpus >= c.gpus:
-                ok = ok if ok is not None else self.ok_leaves(e.leaf, rank, charge)
+                ok = ok if ok is not None else self.rules.ok_leaves(e.leaf, rank, charge)
                 if (shape, ok) not in noreserve:
                     if self.reserve(e, clusters, charge, ok):
                         return ("holder", why, free)

@@ -111,7 +111,7 @@ def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
                 f"by its min runtime, {format_duration(c.min_runtime_s)} for this one, and delay it)")
     if e.rank.rank <= res.rank:
         why = f"budget {e.leaf} rank {e.rank.rank} does not rank below {res.holder}'s (rank {res.rank})"
-    elif not p.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank):
+    elif not p.rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank):
         why = (f"the anti-ping-pong rule would forbid it: by the end of {res.holder}'s min runtime "
                f"budget {e.leaf} (rank {e.rank.rank}) would rank above budget {res.leaf} again")
     else:

@@ -94,7 +94,7 @@ def test_runs_validate_codeowners_and_impact_on_base_and_head(workflow):
     script = step["run"]
     assert 'allot validate --rev "$HEAD_SHA"' in script
     assert "allot codeowners --check" in script
-    assert 'allot impact --repo . --base "$BASE_SHA" --head "$HEAD_SHA"' in script
+    assert 'allot impact --repo . --base "$BASE_SHA" --head "$HEAD_SHA" --cadence interval' in script
     assert job["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
 
 

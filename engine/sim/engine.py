@@ -27,10 +27,8 @@ run pays ``restart_overhead_s`` before making progress again. An unhealthy node 
 empty is repaired ``repair_s`` later.
 
 Charging: the ledger is charged per leaf with the billing-weighted GPUs of its *allocated*
-running work. A leaf's rate is piecewise constant; the ledger gets one charge per leaf and
-constant-rate stretch (when the leaf's rate changes), and the open stretch is added to
-``Ledger.usage(now)`` when a pass reads it, so usage is exact and a pass costs O(leaves), not
-O(running). Unallocated work is never charged.
+running work, as piecewise-constant rates (:mod:`engine.sim.charging`); unallocated work is
+never charged.
 
 Incremental state: the snapshot's node, running and pending tuples are rebuilt only when they
 changed, and only those; pending work is presented oldest first (by submission time, then
@@ -58,10 +56,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from engine.core.ledger import Ledger
 from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState,
                                Preempt, Reject, Running, Snapshot, Workload)
 from engine.model import Config
+from engine.sim.charging import Charges
 from engine.sim.idle import IdleMeter
 from engine.sim.prepare import horizon_of
 from engine.sim.queue import PendingQueue
@@ -166,10 +164,7 @@ class _Sim:
         self.meter = IdleMeter({n: s.cluster for n, s in self.nodes.items()}, group,
                                {n: s.gpus for n, s in self.nodes.items()})
         self.weight = {c.name: pol.billing_weight(c.gpu_type) for c in pol.clusters}
-        self.ledger = Ledger(config.tree.leaves(), pol.lookback_s)
-        self.rate: dict[str, float] = {}  # leaf -> billing-weighted GPUs charged per second
-        self.rate_since: dict[str, float] = {}  # leaf -> start of its current constant stretch
-        self.charged: dict[str, float] = {leaf: 0.0 for leaf in config.tree.leaves()}
+        self.charges = Charges(config.tree.leaves(), pol.lookback_s)
         self.heap: list[tuple[float, int, int, str, int]] = []
         self.nseq = 0
         self.tasks: dict[str, _T] = {}
@@ -259,8 +254,7 @@ class _Sim:
         if not self.measuring:
             self.start_measuring()
         meter.advance(self.horizon)
-        for leaf in list(self.rate):
-            self.set_rate(leaf, self.horizon, 0.0)
+        self.charges.charge_until(self.horizon)
         for st in self.tasks.values():
             if st.state == "running":
                 self.close(st, self.horizon, preempted=False)
@@ -275,8 +269,7 @@ class _Sim:
         w = self.measure_from
         self.meter.advance(w)
         self.meter.reset()
-        self.charged_before = {leaf: c + self.rate.get(leaf, 0.0) * (w - self.rate_since.get(leaf, w))
-                               for leaf, c in self.charged.items()}
+        self.charged_before = self.charges.totals_at(w)
         self.measuring = True
 
     def handle(self, now: float, kind: int, key: str, seq: int, by_id: dict[str, Task]) -> bool:
@@ -340,31 +333,6 @@ class _Sim:
             self.fail_log[name][-1][1] = now
             self.push(now + self.repair_s.get(name, 0.0), REPAIR, name)
 
-    # ------------------------------------------------------------------ charging
-
-    def set_rate(self, leaf: str | None, now: float, delta: float) -> None:
-        """Change ``leaf``'s charge rate by ``delta`` at ``now``, charging the stretch that ends."""
-        assert leaf is not None, "only funded work is charged, and funded work has a leaf"
-        r = self.rate.get(leaf, 0.0)
-        since = self.rate_since.get(leaf, now)
-        if r > 0 and now > since:
-            self.ledger.charge(leaf, since, now, r)
-            self.charged[leaf] += r * (now - since)
-        r += delta
-        self.rate[leaf] = r if r >= 1e-9 else 0.0
-        self.rate_since[leaf] = now
-
-    def usage(self, now: float) -> dict[str, float]:
-        """``Ledger.usage(now)`` plus every leaf's open constant-rate stretch (exact)."""
-        out = self.ledger.usage(now)
-        lookback = self.ledger.lookback_s
-        since = self.rate_since
-        for leaf, r in self.rate.items():
-            if r > 0:
-                open_s = now - since[leaf]
-                out[leaf] = out.get(leaf, 0.0) + r * (open_s if open_s < lookback else lookback)
-        return out
-
     # ------------------------------------------------------------------ deciding
 
     def snapshot(self, now: float) -> Snapshot:
@@ -374,7 +342,7 @@ class _Sim:
             self.cache_running = tuple(self.running.values())
         if self.cache_pending is None:
             self.cache_pending = self.pending.items()
-        usage = self.usage(now) if self.sched.uses_usage else {}
+        usage = self.charges.usage(now) if self.sched.uses_usage else {}
         return Snapshot(self.cache_nodes, self.cache_running, self.cache_pending, usage)
 
     def decide(self, now: float) -> None:
@@ -471,7 +439,7 @@ class _Sim:
             free.sort()
             self.meter.set_free(node, len(free))
         if st.rate:
-            self.set_rate(st.task.leaf, now, -st.rate)
+            self.charges.set_rate(st.task.leaf, now, -st.rate)
         self.segments.append(Segment(st.task.id, st.task.leaf, st.start, now, st.placed,
                                      st.protected, st.wl.contract.allocated, preempted))
         del self.running[st.task.id]
@@ -519,7 +487,7 @@ class _Sim:
             self.push(st.protected, EXPIRE, task.id, st.seq)
         st.rate = weight if st.wl.contract.allocated else 0.0
         if st.rate:
-            self.set_rate(task.leaf, now, st.rate)
+            self.charges.set_rate(task.leaf, now, st.rate)
         self.running[task.id] = Running(st.wl, a.placement, now, st.protected)
         self.cache_running = None
         self.log(now, "start", task.id, a.reason)
@@ -537,7 +505,7 @@ class _Sim:
         fails.sort(key=lambda x: (x[1], x[0]))
         self.segments.sort(key=lambda s: (s.start, s.task, s.end))
         return SimResult(self.sched.name, self.config, self.trace, self.horizon, records,
-                         self.segments, self.events, fails, self.charged, self.decide_calls,
+                         self.segments, self.events, fails, self.charges.charged, self.decide_calls,
                          self.nevents, wall, self.decide_s, idle=self.meter.summary(),
                          measure_from=self.measure_from, charged_before=self.charged_before,
                          preempt_log=self.preempt_log, truncated=self.truncated)

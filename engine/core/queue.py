@@ -141,43 +141,31 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
             add_unallocated(seen[1])
             continue
         parts = funded.get(id(w))
-        if parts is not None and parts[0] is w:  # seen before: valid, asks for an allocation
-            known_budget, debug_shape, neg_priority, submitted, wid = parts[1]
-            lr = ranks.get(known_budget)
-            if lr is not None:  # allocated (a leaf of this tree): as below
-                if debug_shape:
-                    add(entry(Entry, (w, known_budget, lr, dnote,
-                                      (0, lr.rank, neg_priority, submitted, wid), True)))
-                else:
-                    add(entry(Entry, (w, known_budget, lr, "",
-                                      (1, lr.rank, neg_priority, submitted, wid), False)))
+        if parts is None or parts[0] is not w:  # not seen before: check it
+            c = w.contract
+            if w.invalid:
+                rejects.append((w, w.invalid))
                 continue
-        c = w.contract
-        if w.invalid:
-            rejects.append((w, w.invalid))
-            continue
-        gpus_per_pod, pods, budget = c.gpus_per_pod, c.pods, c.budget
-        if gpus_per_pod < 1 or pods < 1:
-            rejects.append((w, f"asks for {pods} pods x {gpus_per_pod} GPUs; "
-                               f"both must be at least 1"))
-            continue
-        if c.min_runtime_s > 0 and budget is not None:
-            debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
-            funded[id(w)] = (w, (budget, debug_shape, -c.priority, w.submitted_at, w.id))
-        if c.min_runtime_s > 0 and budget is not None and budget in ranks:  # allocated
-            lr = ranks[budget]
-            if gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min:
-                add(entry(Entry, (w, budget, lr, dnote,
-                                  (0, lr.rank, -c.priority, w.submitted_at, w.id), True)))
-            else:
-                add(entry(Entry, (w, budget, lr, "",
-                                  (1, lr.rank, -c.priority, w.submitted_at, w.id), False)))
-        else:
-            if c.allocated:  # its budget is not a leaf of this tree: the note depends on it
-                leaf, note = charged_leaf(w, ranks)
-                add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False)))
-            else:
+            gpus_per_pod, pods = c.gpus_per_pod, c.pods
+            if gpus_per_pod < 1 or pods < 1:
+                rejects.append((w, f"asks for {pods} pods x {gpus_per_pod} GPUs; "
+                                   f"both must be at least 1"))
+                continue
+            asked = c.budget
+            if asked is None or c.min_runtime_s <= 0:  # asks for no allocation (not c.allocated)
                 add_unallocated(_UNALLOCATED.entry(w))
+                continue
+            debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
+            parts = funded[id(w)] = (w, (asked, debug_shape, -c.priority, w.submitted_at, w.id))
+        budget, debug_shape, neg_priority, submitted, wid = parts[1]
+        lr = ranks.get(budget)
+        if lr is None:  # its budget is not a leaf of this tree: unallocated, the note says why
+            leaf, note = charged_leaf(w, ranks)
+            add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, submitted, wid), False)))
+        elif debug_shape:
+            add(entry(Entry, (w, budget, lr, dnote, (0, lr.rank, neg_priority, submitted, wid), True)))
+        else:
+            add(entry(Entry, (w, budget, lr, "", (1, lr.rank, neg_priority, submitted, wid), False)))
     entries.sort(key=itemgetter(4))
     unallocated.sort(key=itemgetter(4))
     entries += unallocated

@@ -225,9 +225,7 @@ class _Pass:
             for n, g in v.on:
                 self.pool.give(n, g)
             self.by_node.remove(v)
-            self.gpus_by_leaf[v.leaf] -= v.gpus
-            self.below.add(v.rank, -v.gpus)
-            self.rules.victim_gone()
+            self.rules.victim_gone(v.leaf, v.rank, v.gpus)
             self.held_gpus -= v.gpus
         self.pool.take(placement)
         if self._index is not None:  # (else built later, from the pool as it is then)

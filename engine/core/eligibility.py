@@ -32,13 +32,13 @@ from engine.model import BudgetTree
 
 class Eligibility:
     """The preemption-eligibility rule for one pass. ``gpus_by_leaf`` and ``below`` are the
-    pass's live counts of victim GPUs (per leaf, None for unallocated; per rank), which the
-    pass updates as victims go."""
+    pass's live counts of victim GPUs (per leaf, None for unallocated; per rank), updated by
+    :meth:`victim_gone` as victims go."""
 
     def __init__(self, tree: BudgetTree, used_tree: Mapping[str, float], proj: Projection,
                  ranks: Mapping[str, LeafRank], weights: Mapping[str, float],
                  cluster_names: Callable[[str | None], tuple[str, ...]],
-                 gpus_by_leaf: Mapping[str | None, int], below: RankSums):
+                 gpus_by_leaf: dict[str | None, int], below: RankSums):
         self.proj, self.ranks, self.weights = proj, ranks, weights
         self.cluster_names = cluster_names
         self.gpus_by_leaf, self.below = gpus_by_leaf, below
@@ -53,8 +53,11 @@ class Eligibility:
         self._by_rank: tuple[str, ...] | None = None
         self._gone_version = 0  # bumped whenever a victim is preempted
 
-    def victim_gone(self) -> None:
-        """A victim was preempted: upper bounds are stale."""
+    def victim_gone(self, leaf: str | None, rank: int, gpus: int) -> None:
+        """A victim (of ``leaf`` at ``rank``, holding ``gpus``) was preempted: the live counts
+        drop and upper bounds are stale."""
+        self.gpus_by_leaf[leaf] -= gpus
+        self.below.add(rank, -gpus)
         self._gone_version += 1
 
     def _fresh(self) -> None:

@@ -68,15 +68,10 @@ def _uniforms(seed: int, key: str) -> tuple[float, float]:
 
 
 def classify(task: Task, config: Config, rules: ContractRules) -> str:
-    return _klass(task.funded, task.gpus, task.min_runtime, config, rules)
-
-
-def _klass(funded: bool, gpus: int, min_runtime: float | None, config: Config,
-           rules: ContractRules) -> str:
     debug = config.policy.debug
-    if funded and gpus <= debug.max_gpus and (min_runtime or 0) <= debug.max_min_runtime_s:
+    if task.funded and task.gpus <= debug.max_gpus and (task.min_runtime or 0) <= debug.max_min_runtime_s:
         return "debug"
-    return "large" if gpus >= rules.large_gpus else "small"
+    return "large" if task.gpus >= rules.large_gpus else "small"
 
 
 def assign_contract(task: Task, config: Config, rules: ContractRules, seed: int) -> Task:
@@ -101,10 +96,10 @@ def assign_contract(task: Task, config: Config, rules: ContractRules, seed: int)
                     want = min(want, pol.default_min_runtime_s)
                 min_rt = max(60.0, math.ceil(want / 60.0) * 60.0)
                 min_rt = min(min_rt, pol.min_runtime_cap_s)
-    klass = task.klass
-    if klass is None:  # as classify() of the task with this contract (Task.funded)
-        klass = _klass(bool(task.leaf) and (min_rt or 0.0) > 0.0, task.gpus, min_rt, config, rules)
-    return replace_task(task, min_runtime=min_rt, resumable=resumable, klass=klass)
+    out = replace_task(task, min_runtime=min_rt, resumable=resumable)
+    if out.klass is None:
+        out = replace_task(out, klass=classify(out, config, rules))
+    return out
 
 
 # ---------------------------------------------------------------------------- mapping

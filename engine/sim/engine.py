@@ -323,8 +323,6 @@ class _Sim:
 
     def draining(self) -> bool:
         """Does an unhealthy node still hold work?"""
-        if not self.down:
-            return False
         return any(len(self.free[name]) < self.nodes[name].gpus for name in self.down)
 
     def maybe_repair(self, name: str, now: float) -> None:

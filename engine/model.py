@@ -314,6 +314,7 @@ class Policy:
     gang_in_one_domain: bool = True
     reservations: int = 8  # reservations (timed or drain holds) per decision, in queue order
     reservation_share: float = 0.25  # no further reservation once reserved nodes hold this share
+    loans: bool = False  # resumable funded work may run on reserved GPUs as free work
     labels: ContractLabels = ContractLabels()
     node_labels: NodeLabels = NodeLabels()
     source: SourceRef | None = None

@@ -24,6 +24,10 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       the fewest GPUs; one that no free node set can ever hold gets none and the next one
       tries (failures memoised like b). From then on each reservation's nodes only take work
       its holder could preempt (by then, for a timed one).
+   d. else, with ``policy.loans``, a resumable allocated non-debug workload kept off only by
+      reservations may start on their GPUs *on loan* (``Admit.loan``): for that run it is
+      unallocated work (not charged, unprotected, preempted first, so every holder may take
+      the GPUs back), and funded again once requeued.
    Workloads that can never fit (bigger than any node / topology group even when the whole
    cluster is empty and healthy) are rejected. Unallocated work only takes idle GPUs.
 5. Every workload, running or pending, gets a status with the numbers that explain it, and
@@ -196,7 +200,9 @@ class _Pass:
 
     # ------------------------------------------------------------------ the pass
 
-    def admit(self, e: Entry, placement, victims: list[Victim]) -> None:
+    def admit(self, e: Entry, placement, victims: list[Victim], loan: bool = False) -> None:
+        """Admit ``e`` on ``placement`` after preempting ``victims``; ``loan``: as free work
+        on reserved GPUs (step d of the module docstring: no charge projected)."""
         w = e.workload
         texts = self._texts  # leaf -> leaf_text (ranks are fixed for the pass)
         mine = texts.get(e.leaf)
@@ -231,12 +237,17 @@ class _Pass:
         if self._index is not None:  # (else built later, from the pool as it is then)
             for n, _ in placement.assignments:
                 self._index.changed(n)
-        if e.leaf is not None:
-            self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
-        how = (f" after preempting {len(victims)} workload(s) ({', '.join(v.id for v in victims)})"
-               if victims else "")
+        if loan:  # (never with victims)
+            holders = ", ".join(r.holder for r in self.reservations if r.nodes & set(placement.nodes))
+            how = (f" on loan (reserved for {holders}): unallocated for this run, so not charged, "
+                   f"not protected and preempted first")
+        else:
+            if e.leaf is not None:
+                self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
+            how = (f" after preempting {len(victims)} workload(s) ({', '.join(v.id for v in victims)})"
+                   if victims else "")
         self.actions.append(Admit(w.id, placement, f"admitted on {placement_text(placement.assignments)}"
-                                  f"{how}: {mine}"))
+                                  f"{how}: {mine}", loan))
 
     def run(self, entries: list[Entry]) -> dict[str, tuple[str, object, int]]:
         """Walk the queue once; outcome per workload: (kind, detail, free GPUs it saw). A
@@ -258,9 +269,11 @@ class _Pass:
         self.noreserve: set[tuple] = set()  # (shape, preemptible leaves) with no finite start
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
+        loans = self.policy.loans  # (a loan depends on the resumable flag too)
         for e in entries:
             c = e.workload.contract
-            key = (e.leaf, e.debug, c.gpus_per_pod, c.pods, c.cluster, c.min_runtime_s)
+            key = (e.leaf, e.debug, c.gpus_per_pod, c.pods, c.cluster, c.min_runtime_s,
+                   c.resumable and loans)
             hit = seen.get(key)
             if hit is not None and hit[0] == self.state:
                 outcome[e.workload.id] = hit[1]
@@ -333,6 +346,14 @@ class _Pass:
                     noreserve.add((shape, ok))  # more nodes reserved later: still none
             if not exclude:
                 return ("unreservable", why, free)
+        if exclude and self.policy.loans and c.resumable and not e.debug and not quick:
+            anywhere = (c.gpus_per_pod, c.pods, c.cluster, frozenset[str]())  # held nodes too
+            placement = None if anywhere in nofit else self.pool.place(*anywhere)
+            if placement is not None:
+                self.admit(e, placement, [], loan=True)
+                self.state += 1
+                return ("admitted", "", free)
+            nofit.add(anywhere)
         if exclude:
             return ("reserved-out", why, free)
         return ("wait", why, free)

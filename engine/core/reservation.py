@@ -40,7 +40,9 @@ across nodes and small work backfills them, so no node ever empties (fragmentati
   reservations per decision, the rule raised entitled GPU-hours delivered from 82% to 86%
   and occupancy from 98.5% to 99.0%: held nodes fill sooner with their holders). Everything else goes elsewhere or waits,
   so as running work on the held nodes ends, free GPUs accumulate there until the holder
-  fits. Debug workloads queue ahead of every holder and are placed before the holds are
+  fits. With ``policy.loans``, resumable funded work kept off only by reservations may use
+  those GPUs meanwhile *on loan*, as unallocated work for that run (:mod:`engine.core.decide`,
+  step d): the holder's start is not pushed back, since it preempts unallocated work at once. Debug workloads queue ahead of every holder and are placed before the holds are
   made, so a hold never delays them.
 * Fair: holders are the best-ranked blocked non-debug allocated workloads (queue order).
 

@@ -42,8 +42,10 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
                            rank=lr.rank if lr else None, metric=lr.metric if lr else None)
     note = f"; {e.note}" if e.note else ""
     if kind == "admitted":
-        return WorkloadStatus(state="admitted", reason=admitted[w.id].reason + note,
-                              protected_until=p.now + c.min_runtime_s if e.leaf else p.now, **base)
+        act = admitted[w.id]
+        return WorkloadStatus(state="admitted", reason=act.reason + note,
+                              protected_until=p.now + c.min_runtime_s if e.leaf and not act.loan
+                              else p.now, **base)
     needs = f"needs {shape_text(c)}, {free} GPUs free"
     res = p.reservation_of(w.id) if kind == "holder" else None
     if res is not None and res.hold:

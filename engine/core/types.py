@@ -12,7 +12,7 @@ simulated seconds in the simulator). All objects are frozen and hashable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Literal, Mapping, Union
@@ -82,7 +82,8 @@ class Placement:
 class Running:
     """A workload that holds GPUs. ``started_at`` is the start of its current run (it resets
     when a preempted workload is admitted again); ``protected_until`` is ``started_at +
-    min_runtime`` for allocated work and ``started_at`` for unallocated work."""
+    min_runtime`` for allocated work and ``started_at`` for unallocated work (a run on loan,
+    :class:`Admit`, is unallocated: its shell reports it with no budget)."""
 
     workload: Workload
     placement: Placement
@@ -119,9 +120,22 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Admit:
+    """Start a pending workload on ``placement``. ``loan``: it starts *on loan* on GPUs a
+    reservation holds (``policy.loans``): the shell runs it as unallocated work for this run
+    (no charge, no min-runtime protection, preempted first); it is funded again once requeued."""
+
     workload_id: str
     placement: Placement
     reason: str
+    loan: bool = False
+
+
+def as_run(workload: Workload, loan: bool) -> Workload:
+    """``workload`` as it runs once admitted: itself, or on loan (``Admit.loan``) the same
+    workload without a budget (unallocated for this run). Every shell starts work through this."""
+    if not loan:
+        return workload
+    return replace(workload, contract=replace(workload.contract, budget=None))
 
 
 @dataclass(frozen=True)

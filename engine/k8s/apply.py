@@ -44,7 +44,7 @@ from functools import partial
 from typing import Any, Callable, Mapping
 
 from engine.core.types import Admit, Cordon, Decision, MarkDrained, Placement, Preempt, Reject, \
-    WorkloadStatus
+    WorkloadStatus, as_run
 from engine.durations import format_duration
 from engine.k8s import marks
 from engine.k8s.client import ApiError, Conflict, KubeClient
@@ -230,7 +230,7 @@ class Applier:
 
     def _admit(self, view: JobView, act: Admit, status: WorkloadStatus | None, obs: Observation,
                config: Config, now: float, commit: str) -> tuple[dict, tuple[str, str, str]]:
-        contract = view.workload.contract
+        contract = as_run(view.workload, act.loan).contract  # on loan: no budget for this run
         protected = status.protected_until if status and status.protected_until is not None \
             else (now + contract.min_runtime_s if contract.allocated else now)
         weight = billing_weight(act.placement, obs.node_cluster, config)

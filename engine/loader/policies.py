@@ -151,6 +151,7 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
     gang = _get(data, "placement", "gangInOneDomain")
     reservations = _get(data, "placement", "reservations")
     reservation_share = _get(data, "placement", "reservationShare")
+    loans = _get(data, "placement", "loans")
     line, column = doc.loc(("kind",))
     policy = Policy(
         clusters=tuple(clusters),
@@ -166,6 +167,7 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
         reservations=defaults.reservations if reservations is None else int(reservations),
         reservation_share=(defaults.reservation_share if reservation_share is None
                            else float(reservation_share)),
+        loans=defaults.loans if loans is None else bool(loans),
         labels=labels,
         node_labels=node_labels,
         source=SourceRef(doc.file, line, column),

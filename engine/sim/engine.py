@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState,
-                               Preempt, Reject, Running, Snapshot, Workload)
+                               Preempt, Reject, Running, Snapshot, Workload, as_run)
 from engine.model import Config
 from engine.sim.charging import Charges
 from engine.sim.idle import IdleMeter
@@ -101,7 +101,7 @@ class _T:
 
     __slots__ = ("task", "wl", "remaining", "state", "seq", "start", "need", "first_start",
                  "end", "preemptions", "lost", "queued", "queued_since", "placed", "protected",
-                 "runs", "rate")
+                 "runs", "rate", "allocated")
 
     def __init__(self, task: Task, wl: Workload, rate: float):
         self.task, self.wl, self.rate = task, wl, rate
@@ -118,6 +118,7 @@ class _T:
         self.queued_since = task.submit
         self.placed: tuple[tuple[str, tuple[int, ...]], ...] = ()
         self.protected = 0.0
+        self.allocated = False  # the current run's (a run on loan is not: Admit.loan)
         self.runs = 0
 
 
@@ -439,7 +440,7 @@ class _Sim:
         if st.rate:
             self.charges.set_rate(st.task.leaf, now, -st.rate)
         self.segments.append(Segment(st.task.id, st.task.leaf, st.start, now, st.placed,
-                                     st.protected, st.wl.contract.allocated, preempted))
+                                     st.protected, st.allocated, preempted))
         del self.running[st.task.id]
         self.cache_running = None
         st.seq += 1
@@ -479,14 +480,16 @@ class _Sim:
             st.first_start = now
         overhead = self.opt.restart_overhead_s if st.runs > 1 else 0.0
         st.need = st.remaining + overhead
-        st.protected = self.sched.protect(st.wl, a, now)
+        wl = as_run(st.wl, a.loan)  # on loan: unallocated for this run
+        st.protected = self.sched.protect(wl, a, now)
         self.push(now + st.need, COMPLETE, task.id, st.seq)
         if now < st.protected < now + st.need and self.opt.cadence != "watch":
             self.push(st.protected, EXPIRE, task.id, st.seq)
-        st.rate = weight if st.wl.contract.allocated else 0.0
+        st.allocated = wl.contract.allocated
+        st.rate = weight if st.allocated else 0.0
         if st.rate:
             self.charges.set_rate(task.leaf, now, st.rate)
-        self.running[task.id] = Running(st.wl, a.placement, now, st.protected)
+        self.running[task.id] = Running(wl, a.placement, now, st.protected)
         self.cache_running = None
         self.log(now, "start", task.id, a.reason)
 

@@ -31,7 +31,7 @@ from typing import Iterable
 
 from engine.core.decide import decide
 from engine.core.ledger import Ledger
-from engine.core.types import Admit, Decision, Placement, Preempt, Reject, Running, Snapshot
+from engine.core.types import Admit, Decision, Placement, Preempt, Reject, Running, Snapshot, as_run
 from engine.durations import format_duration
 from engine.model import Cluster, Config
 from engine.sim.engine import SimOptions, build_nodes, simulate
@@ -120,7 +120,9 @@ class _Seeded:
         if wid in self.fresh:
             s = self.seeded[wid]
             return Running(self.orig[wid], r.placement, s.started_at, s.protected_until)
-        return Running(self.orig[wid], r.placement, r.started_at, r.protected_until)
+        # a run on loan (Admit.loan) stays unallocated, as the simulator started it
+        w = as_run(self.orig[wid], r.workload.contract.budget is None)
+        return Running(w, r.placement, r.started_at, r.protected_until)
 
     def decide(self, snap: Snapshot, config: Config, now: float) -> Decision:
         self.passes += 1
@@ -156,7 +158,7 @@ class _Seeded:
     def protect(self, workload, admit: Admit, now: float) -> float:
         if workload.id in self.fresh and admit.reason == "running when the forecast starts":
             return self.seeded[workload.id].protected_until
-        return contract_protection(self.orig.get(workload.id, workload), admit, now)
+        return contract_protection(as_run(self.orig.get(workload.id, workload), admit.loan), admit, now)
 
 
 def assumptions(state: ViewState, horizon_s: float) -> list[str]:

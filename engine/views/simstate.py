@@ -28,7 +28,7 @@ import math
 from typing import Any
 
 from engine.core.ledger import Ledger
-from engine.core.types import Placement, Running, Snapshot
+from engine.core.types import Placement, Running, Snapshot, as_run
 from engine.model import Config
 from engine.sim.engine import SimOptions, build_nodes, simulate, workload_of
 from engine.sim.result import SimResult
@@ -128,7 +128,9 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
                 live.add(tid)
                 task = tasks[tid]
                 placement = Placement(tuple(sorted((n, len(idx)) for n, idx in s.gpus)))
-                running.append(Running(workload_of(task), placement, s.start, s.protected_until))
+                wl = workload_of(task)  # a funded task's unallocated run is on loan
+                running.append(Running(as_run(wl, wl.contract.allocated and not s.allocated),
+                                       placement, s.start, s.protected_until))
                 overhead = options.restart_overhead_s if i > 0 else 0.0
                 expected[tid] = s.start + overhead + remaining_runtime(task, segs[:i], options)
 

@@ -87,6 +87,8 @@ def build_config(data: Mapping[str, Any], nodes: tuple[NodeState, ...]) -> Confi
         kwargs["reservations"] = int(pol["reservations"])
     if "reservation_share" in pol:
         kwargs["reservation_share"] = float(pol["reservation_share"])
+    if "loans" in pol:
+        kwargs["loans"] = bool(pol["loans"])
     if "billing_weights" in pol:
         kwargs["billing_weights"] = dict(pol["billing_weights"])
     policy = Policy(clusters=tuple(clusters), **kwargs)
@@ -108,7 +110,7 @@ def build_scenario(data: Mapping[str, Any]) -> tuple[Snapshot, Config, float]:
 
 def render(action: Any) -> str:
     if isinstance(action, Admit):
-        return f"admit {action.workload_id} " + "+".join(f"{n}:{g}" for n, g in action.placement.assignments)
+        return f"{'loan' if action.loan else 'admit'} {action.workload_id} " + "+".join(f"{n}:{g}" for n, g in action.placement.assignments)
     if isinstance(action, Preempt):
         return f"preempt {action.workload_id} " + (f"by {action.preemptor}" if action.preemptor else "drain")
     if isinstance(action, Reject):

@@ -32,6 +32,7 @@ TREE = BudgetTree.build([
 ])
 LEAVES = ["A1", "A2", "B1"]
 HOLDING = re.compile(r"holding (.+?) for it \(")
+LOAN = re.compile(r"on loan \(reserved for ([^)]+)\)")
 
 
 @st.composite
@@ -64,20 +65,58 @@ def worlds(draw):
         budget = draw(st.sampled_from(LEAVES + [None]))
         c = Contract(budget=budget, min_runtime_s=draw(st.sampled_from([0.0, 900.0, 3600.0])),
                      gpus_per_pod=draw(st.sampled_from([1, 2, 4, 8])), pods=draw(st.integers(1, 3)),
-                     priority=draw(st.integers(0, 2)))
+                     priority=draw(st.integers(0, 2)), resumable=draw(st.booleans()))
         pending.append(Workload(f"p{k}", c, float(draw(st.integers(0, 100)))))
     usage = {leaf: float(draw(st.integers(0, 100_000))) for leaf in LEAVES}
     policy = Policy(clusters=(Cluster("c", "gpu", n_nodes, 8, 2),),
-                    gang_in_one_domain=draw(st.booleans()))
+                    gang_in_one_domain=draw(st.booleans()), loans=draw(st.booleans()))
     return Snapshot(nodes, tuple(running), tuple(pending), usage), Config(TREE, policy), now
 
 
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@st.composite
+def held_worlds(draw):
+    """Worlds where drain holds (and with ``policy.loans``, loans) are the rule: every node
+    partly held by protected work of the top leaf, a whole-node job of a leaf ranked below it
+    first in the queue (it holds nodes), then smaller work of every leaf and none."""
+    n_nodes = draw(st.integers(2, 4))
+    nodes = tuple(NodeState(f"n{i}", "c", 8, f"d{i % 2}") for i in range(n_nodes))
+    now = 10_000.0
+    running = []
+    for i, n in enumerate(nodes):
+        g = draw(st.integers(1, 6))
+        c = Contract(budget="A1", min_runtime_s=8 * 3600.0, gpus_per_pod=g)
+        started = now - draw(st.sampled_from([0.0, 600.0]))
+        running.append(Running(Workload(f"r{i}", c, started), Placement(((n.name, g),)),
+                               started, started + c.min_runtime_s))
+    pending = [Workload("big", Contract(budget="B1", min_runtime_s=3600.0, gpus_per_pod=8), 0.0)]
+    for k in range(draw(st.integers(1, 6))):
+        c = Contract(budget=draw(st.sampled_from(["B1", "B1", "A2", None])),  # mostly behind big
+                     min_runtime_s=draw(st.sampled_from([900.0, 3600.0, 7200.0])),
+                     gpus_per_pod=draw(st.sampled_from([1, 2, 4, 6])), resumable=draw(st.booleans()))
+        pending.append(Workload(f"p{k}", c, float(1 + k)))
+    usage = {"A1": 0.0, "A2": float(draw(st.sampled_from([0, 200_000]))), "B1": 50_000.0}
+    policy = Policy(clusters=(Cluster("c", "gpu", n_nodes, 8, 2),), loans=draw(st.booleans()),
+                    reservations=draw(st.integers(1, 3)), reservation_share=1.0)
+    return Snapshot(nodes, tuple(running), tuple(pending), usage), Config(TREE, policy), now
+
+
 @SETTINGS
 @given(worlds())
 def test_decide_properties(world):
+    check_decision(world)
+
+
+@SETTINGS
+@given(held_worlds())
+def test_decide_properties_with_reservations_and_loans(world):
+    check_decision(world)
+
+
+def check_decision(world) -> None:
+    """The invariants every decision keeps (see the comments below)."""
     snap, config, now = world
     d = decide(snap, config, now)
     nodes = {n.name: n for n in snap.nodes}
@@ -140,8 +179,22 @@ def test_decide_properties(world):
         for a in admits.values():
             c = pending[a.workload_id].contract
             later = d.statuses[a.workload_id].queue_position > st_.queue_position
-            if later and held & set(a.placement.nodes) and c.allocated and c.budget in d.ranks:
+            if (later and held & set(a.placement.nodes) and c.allocated and c.budget in d.ranks
+                    and not a.loan):
                 assert d.ranks[c.budget].rank > d.ranks[holder.budget].rank, (wid, a)
+
+    # a loan: only with policy.loans, of resumable funded non-debug work, unprotected, on GPUs
+    # that pending holders' reservations keep
+    for wid, a in admits.items():
+        if a.loan:
+            c = pending[wid].contract
+            assert config.policy.loans and c.resumable and c.allocated
+            assert not is_debug(c, config.policy.debug)
+            assert d.statuses[wid].protected_until == now
+            m = LOAN.search(a.reason)
+            assert m is not None, a.reason
+            holders = m.group(1).split(", ")
+            assert all(h in pending and d.statuses[h].state == "pending" for h in holders), a
 
     # every workload has a status; same input -> same decision
     assert set(d.statuses) == set(running) | set(pending)

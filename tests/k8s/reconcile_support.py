@@ -57,6 +57,7 @@ preemption:
   gracePeriod: 2m
 placement:
   gangInOneDomain: true
+  loans: {loans}
 drain:
   unhealthyConditions: [GPUUnhealthy]
   maintenanceTaint: allot.dev/maintenance
@@ -74,7 +75,8 @@ nodeLabels:
 
 
 def write_policy(root: Path, shares: dict[str, float] | None = None, *, nodes: int = 4,
-                 lookback: str = "7d", gpu_type: str = "h100", weight: float = 1.0) -> Path:
+                 lookback: str = "7d", gpu_type: str = "h100", weight: float = 1.0,
+                 loans: bool = False) -> Path:
     """Write ``budgets/`` and ``policies/`` under ``root``; every leaf is chargeable by the
     namespace of the same name."""
     shares = shares or {"team-a": 50, "team-b": 50}
@@ -87,7 +89,8 @@ def write_policy(root: Path, shares: dict[str, float] | None = None, *, nodes: i
     (root / "policies" / "clusters.yaml").write_text(CLUSTERS.format(nodes=nodes,
                                                                      gpu_type=gpu_type))
     (root / "policies" / "scheduling.yaml").write_text(
-        SCHEDULING.format(lookback=lookback, gpu_type=gpu_type, weight=weight))
+        SCHEDULING.format(lookback=lookback, gpu_type=gpu_type, weight=weight,
+                          loans="true" if loans else "false"))
     return root
 
 

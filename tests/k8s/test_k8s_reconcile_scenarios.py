@@ -236,3 +236,50 @@ def test_dry_run_writes_nothing(env):
     assert any("admit team-a/dbg" in p for p in report.result.planned)
     assert {req.method for req in env.emu.requests} == {"GET"}
     assert env.job("team-a", "dbg")["spec"]["suspend"] is True
+
+
+def test_loan_runs_unallocated_on_held_gpus_and_the_holder_takes_them_back(env):
+    """``placement.loans``: two 8-GPU nodes, team-a 95 % / team-b 5 %. team-a fills all but one
+    GPU; team-b's 1-GPU job takes it and ends. team-b now ranks below team-a, so its 8-GPU job
+    may preempt nothing and holds the node short the fewest GPUs; team-b's resumable 1-GPU job
+    is kept off that node, the other is full: it starts there on loan, recorded with no leaf and
+    no protection, never charged. When team-a's job on the held node ends, the holder preempts
+    the loan and starts; the loaned job is funded again in the queue."""
+    from tests.k8s.reconcile_support import write_policy
+
+    write_policy(env.policy_root, {"team-a": 95, "team-b": 5}, loans=True)
+    env.nodes(2)
+    env.submit(job("team-a", "a7", budget="team-a", min_runtime="1h", gpus=7))
+    env.submit(job("team-a", "a8", budget="team-a", min_runtime="1h", gpus=8))
+    env.submit(job("team-b", "b1", budget="team-b", min_runtime="1h", gpus=1))
+    r = env.reconciler()
+    assert sorted(r.run_pass().result.admitted) == ["team-a/a7", "team-a/a8", "team-b/b1"]
+    held = ann(env.job("team-a", "a7"))[marks.PLACEMENT].split("=")[0]
+    env.advance(3600)
+    env.emu.complete_job("team-b", "b1")
+    env.submit(job("team-b", "big", budget="team-b", min_runtime="1h", gpus=8))
+    env.submit(job("team-b", "lender", budget="team-b", min_runtime="1h", gpus=1, resumable=True))
+    assert r.run_pass().result.admitted == ["team-b/lender"]
+    a = ann(env.job("team-b", "lender"))
+    assert a[marks.PLACEMENT] == f"{held}=1" and marks.LEAF not in a
+    assert a[marks.PROTECTED_UNTIL] == marks.format_time(T0 + 3600)
+    assert "on loan (reserved for team-b/big)" in a[marks.REASON]
+    (event,) = events_for(env.emu, "lender", "Admitted")
+    assert "unprotected (preemptible at any time)" in event["message"]
+    env.advance(1800)
+    env.emu.complete_job("team-a", "a7")
+    report = r.run_pass()
+    assert report.result.preempted == ["team-b/lender"]
+    if "team-b/big" not in report.result.admitted:
+        env.advance(1)
+        assert r.run_pass().result.admitted == ["team-b/big"]
+    assert env.state("team-b", "big") == "running"
+    assert ann(env.job("team-b", "big"))[marks.PLACEMENT] == f"{held}=8"
+    # team-b paid for b1's hour only (and big's second, if it took one): never for the loan
+    assert env.ledger_usage()["team-b"] == pytest.approx(3600, abs=8)
+    env.advance(1)
+    r.run_pass()
+    a = ann(env.job("team-b", "lender"))
+    assert a[marks.STATE] == "preempted" and "preempted for team-b/big" in a[marks.REASON]
+    assert marks.RunRecord.parse(a[marks.LAST_RUN]).leaf is None  # the loan: charged to nobody
+    assert a[marks.RANK] == "2"  # queued again as funded work, ranked with team-b

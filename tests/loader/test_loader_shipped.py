@@ -85,7 +85,7 @@ def test_policy_knobs(config):
     assert policy.preemption_grace_s == 120
     assert policy.billing_weight("h100") == 1.0 and policy.billing_weight("b200") == 1.6
     assert policy.gang_in_one_domain is True
-    assert policy.reservations == 8 and policy.reservation_share == 0.25
+    assert policy.reservations == 8 and policy.reservation_share == 0.25 and policy.loans is False
     assert policy.labels.budget == "allot.dev/budget"
     assert policy.drain.unhealthy_conditions == ("GPUUnhealthy",)
 

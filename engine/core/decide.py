@@ -368,7 +368,8 @@ class _Pass:
         if self._releases is None:  # sorted once per pass, on the first reservation
             self._releases = Releases(self.held, self.gone, self.now)
         res = reservation_for(e.workload.id, e.leaf, e.rank.rank, charge, c.gpus_per_pod, c.pods,
-                              clusters, self.pool, self._releases, ok, self.reserved, self.now)
+                              clusters, self.pool, self._releases, ok, self.reserved, self.now,
+                              self.policy.loans)
         if res is None:
             return False
         self.add_reservation(res)

@@ -30,8 +30,11 @@ across nodes and small work backfills them, so no node ever empties (fragmentati
   (same rules as above, protected or not). A group's nodes are taken greedily, most such GPUs
   first (ties by name), each hosting as many pods as it can until the gang is covered. Ties:
   fewer GPUs short, then fewer nodes, then more GPUs free now (small work placed by best fit
-  avoids the nodes with most free GPUs, so they drain best), then name. Only schedulable
-  nodes count; if none can ever hold the shape there is no hold and the next workload tries.
+  avoids the nodes with most free GPUs, so they drain best; with ``policy.loans`` GPUs of
+  unallocated work count as free here, else the loans a hold attracts would move it to other
+  nodes at the next pass: on the Helios gang window that cost 5 of 20 gang starts), then
+  name. Only schedulable nodes count; if none can ever hold the shape there is no hold and
+  the next workload tries.
 * Hold: until the holder fits, only *unallocated* work may start on the held nodes (the
   holder preempts it at any time). Funded work may not, even of a lower-ranked leaf: it would
   start with a fresh min-runtime protection and push the holder's start back by up to the cap
@@ -171,23 +174,28 @@ def start_of(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool, 
 
 
 def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
-               later: Mapping[str, int], avoid: frozenset[str] = frozenset()
-               ) -> tuple[int, Placement] | None:
+               later: Mapping[str, int], avoid: frozenset[str] = frozenset(),
+               spare: Mapping[str, int] | None = None) -> tuple[int, Placement] | None:
     """Nodes to hold for a gang with no finite earliest start (see the module docstring):
     ``(GPUs short, placement)`` where ``later`` maps a node to the GPUs of running work the
     holder may preempt once its protection ends; None when no schedulable node set can ever
-    hold the shape. Nodes in ``avoid`` (held or reserved for another workload) are not used."""
+    hold the shape. Nodes in ``avoid`` (held or reserved for another workload) are not used.
+    ``spare``: GPUs of unallocated work per node, counted as free in the "more GPUs free now"
+    tie-break (with ``policy.loans``: a loan on a held node then does not move the hold)."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement] | None = None
     free_of, node_of = pool.free, pool.nodes
+    # "free now" of the tie-break (shortness keeps pool.free: ``later`` counts the spare GPUs)
+    now_free: Mapping[str, int] = free_of if not spare else {
+        n: f + spare.get(n, 0) for n, f in free_of.items()}
     for c in clusters:
         if pool.max_node[c] < total:
             continue  # no node of this cluster is big enough
         for n in pool.clusters[c]:
             if node_of[n].gpus >= total and n not in avoid:
                 short = max(0, total - free_of[n] - later.get(n, 0))
-                if best is None or (short, 1, -free_of[n], n) < best[0]:
-                    best = ((short, 1, -free_of[n], n), Placement(((n, total),)))
+                if best is None or (short, 1, -now_free[n], n) < best[0]:
+                    best = ((short, 1, -now_free[n], n), Placement(((n, total),)))
     if pods == 1:
         return None if best is None else (best[0][0], best[1])
     capacity, later_on = pool.layout.capacity, later.get
@@ -208,7 +216,7 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
                     lack = k * gpus_per_pod - f - later_on(n, 0)
                     if lack > 0:
                         short += lack
-                    free += f
+                    free += now_free[n]
             if room < pods:
                 continue
             if room > pods:  # the greedy order: most GPUs free now or freed later first
@@ -221,7 +229,7 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
                         continue
                     chosen.append((n, k * gpus_per_pod))
                     short += max(0, k * gpus_per_pod - free_of[n] - later_on(n, 0))
-                    free += free_of[n]
+                    free += now_free[n]
                     left -= k
                     if left == 0:
                         break
@@ -238,18 +246,20 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
 def reservation_for(holder: str, leaf: str, rank: int, charge: tuple[float, float],
                     gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
                     releases: Releases, ok: frozenset[str], reserved: frozenset[str],
-                    now: float) -> Reservation | None:
+                    now: float, loans: bool = False) -> Reservation | None:
     """The reservation for ``holder`` (leaf, rank, the charge of its protected run), on nodes
     not in ``reserved``: timed at the earliest start the running work it may preempt (the
     ``releases`` of work not gone that is unallocated or of a leaf in ``ok``) gives it, else
-    a drain hold with the numbers its status shows; None when there is neither."""
+    a drain hold with the numbers its status shows; None when there is neither. ``loans``
+    (``policy.loans``): unallocated work counts as free in the hold's tie-break."""
     mine = releases.eligible(ok)
     singles = releases.single_node_starts(ok, gpus_per_pod * pods, clusters, pool)
     found = start_of(gpus_per_pod, pods, clusters, pool, mine, reserved, singles)
     if found is not None:
         return Reservation(holder, leaf, rank, max(now, found[0]), found[1], charge=charge)
     later = mine.later
-    hold = hold_nodes(gpus_per_pod, pods, clusters, pool, later, reserved)
+    spare = releases.eligible(frozenset()).later if loans else None  # unallocated, per node
+    hold = hold_nodes(gpus_per_pod, pods, clusters, pool, later, reserved, spare)
     if hold is None:
         return None
     short, placement = hold

@@ -92,7 +92,8 @@ Command: ``allot simulate`` (``engine.commands.simulate``).
 
 from __future__ import annotations
 
-from engine.sim.engine import SimOptions, SimulationError, simulate  # noqa: E402
+from engine.sim.apply import SimulationError  # noqa: E402
+from engine.sim.engine import SimOptions, simulate  # noqa: E402
 from engine.sim.experiment import Experiment, run_experiment  # noqa: E402
 from engine.sim.importers import load_trace  # noqa: E402
 from engine.sim.prepare import (ContractRules, compression_for_ratio, cut, demand_ratio,  # noqa: E402

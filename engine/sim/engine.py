@@ -19,12 +19,7 @@ When a pass runs is the *cadence* (:class:`SimOptions`):
 
 Between moments nothing is evaluated, so a quiet week costs nothing.
 
-Applying a decision is what the reconciler does: preemptions first (GPUs freed; a resumable
-task keeps its progress less ``checkpoint_loss_s``, a non-resumable one starts over), then
-admissions (the placement must name healthy, uncordoned nodes with enough free GPUs, else the
-scheduler is wrong and :class:`SimulationError` is raised), rejections, cordons. A restarted
-run pays ``restart_overhead_s`` before making progress again. An unhealthy node that becomes
-empty is repaired ``repair_s`` later.
+Applying a decision is :mod:`engine.sim.apply`.
 
 Charging: the ledger is charged per leaf with the billing-weighted GPUs of its *allocated*
 running work, as piecewise-constant rates (:mod:`engine.sim.charging`); unallocated work is
@@ -56,26 +51,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from engine.core.types import (Admit, Contract, Cordon, MarkDrained, NodeState,
-                               Preempt, Reject, Running, Snapshot, Workload, as_run)
+from engine.core.types import NodeState, Running, Snapshot, Workload
 from engine.model import Config
+from engine.sim.apply import (COMPLETE, EXPIRE, FAIL, PASS, REPAIR, SUBMIT, Applier,
+                              TaskRun, shape_of, workload_of)
 from engine.sim.charging import Charges
 from engine.sim.idle import IdleMeter
 from engine.sim.prepare import horizon_of
 from engine.sim.queue import PendingQueue
-from engine.sim.result import Event, Segment, SimResult, TaskRecord, TaskState
+from engine.sim.result import Event, Segment, SimResult, TaskRecord
 from engine.sim.schedulers import Scheduler, get_scheduler
 from engine.sim.trace import Task, Trace
 
-# event kinds, in the order they apply at one instant
-COMPLETE, FAIL, REPAIR, SUBMIT, EXPIRE, PASS = range(6)
 ProgressFn = Callable[[float, float], None]
 CADENCES = ("watch", "interval", "event")
 MAX_FOLLOWUPS = 8  # follow-up passes at one instant (a preemption chain always ends sooner)
-
-
-class SimulationError(RuntimeError):
-    """A scheduler returned an action the cluster cannot apply (a bug, never a user error)."""
 
 
 @dataclass(frozen=True)
@@ -96,42 +86,6 @@ class SimOptions:
             raise ValueError(f"cadence must be one of {', '.join(CADENCES)}, got {self.cadence!r}")
 
 
-class _T:
-    """Mutable per-task state during a run."""
-
-    __slots__ = ("task", "wl", "remaining", "state", "seq", "start", "need", "first_start",
-                 "end", "preemptions", "lost", "queued", "queued_since", "placed", "protected",
-                 "runs", "rate", "allocated")
-
-    def __init__(self, task: Task, wl: Workload, rate: float):
-        self.task, self.wl, self.rate = task, wl, rate
-        self.remaining = task.runtime
-        self.state: TaskState = "pending"
-        self.seq = 0
-        self.start = 0.0
-        self.need = 0.0
-        self.first_start: float | None = None
-        self.end: float | None = None
-        self.preemptions = 0
-        self.lost = 0.0
-        self.queued = 0.0
-        self.queued_since = task.submit
-        self.placed: tuple[tuple[str, tuple[int, ...]], ...] = ()
-        self.protected = 0.0
-        self.allocated = False  # the current run's (a run on loan is not: Admit.loan)
-        self.runs = 0
-
-
-def workload_of(task: Task) -> Workload:
-    contract = Contract(budget=task.leaf if task.funded else None,
-                        min_runtime_s=float(task.min_runtime or 0.0),
-                        resumable=bool(task.resumable), priority=task.priority,
-                        gpus_per_pod=task.gpus_per_pod, pods=task.pods, cluster=task.cluster,
-                        requested_budget=task.leaf,
-                        note="" if task.funded else "unfunded in the trace (min runtime 0)")
-    return Workload(id=task.id, contract=contract, submitted_at=task.submit, owner=task.owner)
-
-
 def build_nodes(config: Config) -> list[NodeState]:
     out = []
     for c in config.policy.clusters:
@@ -149,7 +103,7 @@ def simulate(config: Config, trace: Trace, scheduler: str | Scheduler = "budget"
     return _Sim(config, trace, get_scheduler(scheduler), seed, horizon, options, progress).run()
 
 
-class _Sim:
+class _Sim(Applier):
     def __init__(self, config: Config, trace: Trace, sched: Scheduler, seed: int,
                  horizon: float | None, options: SimOptions, progress: ProgressFn | None):
         self.config, self.trace, self.sched, self.opt = config, trace, sched, options
@@ -168,7 +122,7 @@ class _Sim:
         self.charges = Charges(config.tree.leaves(), pol.lookback_s)
         self.heap: list[tuple[float, int, int, str, int]] = []
         self.nseq = 0
-        self.tasks: dict[str, _T] = {}
+        self.tasks: dict[str, TaskRun] = {}
         self.pending = PendingQueue()
         self.running: dict[str, Running] = {}
         self.cache_nodes: tuple[NodeState, ...] | None = None
@@ -279,9 +233,9 @@ class _Sim:
             task = by_id[key]
             wl = workload_of(task)
             rate = 0.0
-            self.tasks[key] = _T(task, wl, rate)
+            self.tasks[key] = TaskRun(task, wl, rate)
             self.pending.submit(wl)
-            self.meter.add_pending(_shape(wl))
+            self.meter.add_pending(shape_of(wl))
             self.cache_pending = None
             self.log(now, "submit", key)
             return True
@@ -353,36 +307,7 @@ class _Sim:
         decision = self.sched.decide(snap, self.config, now)
         self.decide_s += _time.perf_counter() - t0
         self.decide_calls += 1
-        actions = decision.actions
-        requeued = False
-        for a in actions:
-            if isinstance(a, Preempt):
-                self.preempt(a, now)
-                requeued = requeued or a.requeue
-        for a in actions:
-            if isinstance(a, Admit):
-                self.admit(a, now)
-            elif isinstance(a, Reject):
-                st = self.tasks.get(a.workload_id)
-                if st is None or st.state != "pending":
-                    raise SimulationError(f"{self.sched.name}: reject of non-pending {a.workload_id}")
-                st.state, st.end = "rejected", now
-                st.queued += now - st.queued_since
-                self.pending.remove(st.wl)
-                self.meter.add_pending(_shape(st.wl), -1)
-                self.cache_pending = None
-                self.log(now, "reject", a.workload_id, a.reason)
-            elif isinstance(a, Cordon):
-                node = self.nodes[a.node]
-                if not node.cordoned:
-                    self.nodes[a.node] = NodeState(node.name, node.cluster, node.gpus, node.domain,
-                                                   healthy=node.healthy, cordoned=True)
-                    self.cache_nodes = None
-                    self.log(now, "cordon", a.node, a.reason)
-            elif isinstance(a, MarkDrained):
-                if a.node not in self.marked:
-                    self.marked.add(a.node)
-                    self.log(now, "drained", a.node, a.reason)
+        requeued = self.apply(decision.actions, now)
         watch = self.opt.cadence != "interval"
         if requeued and watch and self.at_instant < MAX_FOLLOWUPS:
             self.dirty = True  # the requeued work is pending in the next snapshot: pass again
@@ -402,96 +327,6 @@ class _Sim:
         if t not in self.passes:
             self.passes.add(t)
             self.push(t, PASS)
-
-    def preempt(self, a: Preempt, now: float) -> None:
-        st = self.tasks.get(a.workload_id)
-        if st is None or st.state != "running":
-            raise SimulationError(f"{self.sched.name}: preempt of non-running {a.workload_id}")
-        task = st.task
-        elapsed = now - st.start
-        overhead = self.opt.restart_overhead_s if st.runs > 1 else 0.0
-        done = min(max(0.0, elapsed - overhead), st.remaining)
-        kept = max(0.0, done - self.opt.checkpoint_loss_s) if task.resumable else 0.0
-        if not task.resumable:
-            st.remaining = task.runtime
-        else:
-            st.remaining -= kept
-        st.lost += (elapsed - kept) * task.gpus
-        self.preempt_log.append((now, (elapsed - kept) * task.gpus))
-        st.preemptions += 1
-        self.close(st, now, preempted=True)
-        self.log(now, "preempt", task.id, f"by {a.preemptor or '-'}: {a.reason}")
-        if a.requeue:
-            st.state, st.queued_since = "pending", now
-            self.pending.requeue(st.wl)
-            self.meter.add_pending(_shape(st.wl))
-            self.cache_pending = None
-        else:
-            st.state, st.end = "killed", now
-            self.log(now, "kill", task.id, a.reason)
-
-    def close(self, st: _T, now: float, preempted: bool) -> None:
-        """End the task's current run at ``now``: free its GPUs and record the segment."""
-        for node, idx in st.placed:
-            free = self.free[node]
-            free.extend(idx)
-            free.sort()
-            self.meter.set_free(node, len(free))
-        if st.rate:
-            self.charges.set_rate(st.task.leaf, now, -st.rate)
-        self.segments.append(Segment(st.task.id, st.task.leaf, st.start, now, st.placed,
-                                     st.protected, st.allocated, preempted))
-        del self.running[st.task.id]
-        self.cache_running = None
-        st.seq += 1
-        st.rate = 0.0
-        for node, _ in st.placed:
-            self.maybe_repair(node, now)
-        st.placed = ()
-
-    def admit(self, a: Admit, now: float) -> None:
-        st = self.tasks.get(a.workload_id)
-        if st is None or st.state != "pending":
-            raise SimulationError(f"{self.sched.name}: admit of non-pending {a.workload_id}")
-        task = st.task
-        if a.placement.gpus != task.gpus:
-            raise SimulationError(f"{self.sched.name}: admit {task.id} with {a.placement.gpus} GPUs, "
-                                  f"it needs {task.gpus}")
-        placed = []
-        weight = 0.0
-        for node, n in a.placement.assignments:
-            ns = self.nodes.get(node)
-            free = self.free.get(node)
-            if ns is None or not ns.healthy or ns.cordoned or free is None or len(free) < n:
-                why = ("unknown" if ns is None or free is None else "unhealthy" if not ns.healthy
-                       else "cordoned" if ns.cordoned else f"has {len(free)} free")
-                raise SimulationError(f"{self.sched.name}: admit {task.id} on {node} x{n}: node {why}")
-            placed.append((node, tuple(free[:n])))
-            del free[:n]
-            self.meter.set_free(node, len(free))
-            weight += n * self.weight[ns.cluster]
-        self.pending.remove(st.wl)
-        self.meter.add_pending(_shape(st.wl), -1)
-        self.cache_pending = None
-        st.queued += now - st.queued_since
-        st.runs += 1
-        st.state, st.start, st.placed, st.seq = "running", now, tuple(placed), st.seq + 1
-        if st.first_start is None:
-            st.first_start = now
-        overhead = self.opt.restart_overhead_s if st.runs > 1 else 0.0
-        st.need = st.remaining + overhead
-        wl = as_run(st.wl, a.loan)  # on loan: unallocated for this run
-        st.protected = self.sched.protect(wl, a, now)
-        self.push(now + st.need, COMPLETE, task.id, st.seq)
-        if now < st.protected < now + st.need and self.opt.cadence != "watch":
-            self.push(st.protected, EXPIRE, task.id, st.seq)
-        st.allocated = wl.contract.allocated
-        st.rate = weight if st.allocated else 0.0
-        if st.rate:
-            self.charges.set_rate(task.leaf, now, st.rate)
-        self.running[task.id] = Running(wl, a.placement, now, st.protected)
-        self.cache_running = None
-        self.log(now, "start", task.id, a.reason)
 
     # ------------------------------------------------------------------ result
 
@@ -523,8 +358,3 @@ def _rare_full_collections(factor: int = 10) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
-
-
-def _shape(wl: Workload) -> tuple[int, int, str | None]:
-    c = wl.contract
-    return (c.gpus_per_pod, c.pods, c.cluster)

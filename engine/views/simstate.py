@@ -30,7 +30,8 @@ from typing import Any
 from engine.core.ledger import Ledger
 from engine.core.types import Placement, Running, Snapshot, as_run
 from engine.model import Config
-from engine.sim.engine import SimOptions, build_nodes, simulate, workload_of
+from engine.sim.apply import workload_of
+from engine.sim.engine import SimOptions, build_nodes, simulate
 from engine.sim.result import SimResult
 from engine.views.state import Demand, Run, ViewState
 

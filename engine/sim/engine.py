@@ -19,7 +19,8 @@ When a pass runs is the *cadence* (:class:`SimOptions`):
 
 Between moments nothing is evaluated, so a quiet week costs nothing.
 
-Applying a decision is :mod:`engine.sim.apply`.
+Each decision is applied as the reconciler applies it (:mod:`engine.sim.apply`): preemptions
+first, then admissions (a run on loan as unallocated work), rejections, cordons.
 
 Charging: the ledger is charged per leaf with the billing-weighted GPUs of its *allocated*
 running work, as piecewise-constant rates (:mod:`engine.sim.charging`); unallocated work is

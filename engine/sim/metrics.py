@@ -8,7 +8,8 @@
 * **Preemptions** and the **GPU-hours lost** to them (run time not kept as progress: the whole
   run for non-resumable work, the checkpoint loss and restart overhead for resumable work).
 * **Occupancy**: busy GPU-time on healthy nodes over healthy GPU-time. **Unallocated share**:
-  GPU-time of unallocated (free, uncharged) runs over all delivered GPU-time.
+  GPU-time of unallocated (free, uncharged) runs over all delivered GPU-time; of it,
+  ``gpu_hours.on_loan`` is funded work that ran on loan (``policy.loans``).
 * **Entitlement** (``engine.sim.entitlement``): per team and hour, the allocation capped by
   demand; **delivered** is the GPU-time the team's work ran (allocated or free). A team has
   *enough demand* when its demand reached its nominal share of capacity in at least half of the
@@ -144,6 +145,9 @@ def compute_metrics(result) -> Metrics:
     gpu_s = (s_end - s_start) * s_gpus
     delivered = float(gpu_s.sum())
     unalloc = float(gpu_s[~s_alloc].sum())
+    tasks = result.tasks  # funded work running unallocated: on loan (policy.loans)
+    lent = np.fromiter((not s.allocated and tasks[s.task].funded for s in segs), bool, n)
+    on_loan = float(gpu_s[lent].sum())
     busy_unhealthy = 0.0
     down_total = 0.0
     for node, spans in down.items():
@@ -227,6 +231,7 @@ def compute_metrics(result) -> Metrics:
                       "healthy": _r(healthy_gpu_s / 3600.0, 2),
                       "delivered": _r(delivered / 3600.0, 2),
                       "unallocated": _r(unalloc / 3600.0, 2),
+                      "on_loan": _r(on_loan / 3600.0, 2),
                       "lost_to_preemption": _r(lost / 3600.0, 2),
                       "charged": _r(sum(charged.values()) / 3600.0, 2)},
         "occupancy": _r(occupancy),

@@ -44,6 +44,8 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     for key, label in IDLE_LABELS:
         add(f"  idle: {label}", lambda s, key=key: pct(s["idle"][key]["share"]))
     add("unallocated share of delivered", lambda s: pct(s["unallocated_share"]))
+    if any(s["gpu_hours"].get("on_loan") for s in scheds.values()):  # policy.loans
+        add("  of it funded work on loan", lambda s: f"{s['gpu_hours'].get('on_loan', 0.0):.0f} GPU-h")
     add("entitled GPU-h delivered", lambda s: pct(s["entitlement"]["delivered_within_entitlement"]))
     add("teams >= 95% of entitlement", lambda s: f"{s['entitlement']['teams_at_95']} of "
                                                 f"{s['entitlement']['teams_with_enough_demand']}")

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from engine.sim.engine import simulate
 from engine.sim.trace import Task, Trace
 from tests.sim.conftest import tiny_config
@@ -61,3 +63,15 @@ def test_a_loan_runs_unallocated_on_held_gpus_until_the_holder_takes_them():
     assert res.charged == {"a": 3 * 7200.0 + 4 * 10800.0, "b": 3000.0 + 4 * 3600.0 + 3420.0}
     start = next(e for e in res.events if e.subject == "L" and e.kind == "start")
     assert "on loan (reserved for BIG)" in start.detail
+
+
+def test_the_summary_counts_gpu_hours_on_loan_and_the_report_shows_them_only_then():
+    from engine.sim.report import summary_rows
+
+    lent = simulate(config(True), TRACE, "budget").summary()
+    plain = simulate(config(False), TRACE, "budget").summary()
+    assert lent["gpu_hours"]["on_loan"] == pytest.approx(4200 / 3600, abs=1e-2)  # L: 3000-7200
+    assert plain["gpu_hours"]["on_loan"] == 0.0
+    rows = dict(summary_rows({"schedulers": {"budget": lent}}))
+    assert rows["  of it funded work on loan"] == ["1 GPU-h"]
+    assert "  of it funded work on loan" not in dict(summary_rows({"schedulers": {"budget": plain}}))

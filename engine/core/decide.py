@@ -67,7 +67,7 @@ from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
                                     progress_lost)
 from engine.core.queue import Entry, build_queue, is_debug
 from engine.core.releases import Releases
-from engine.core.reservation import Reservation, reservation_for
+from engine.core.reservation import Holds, reservation_for
 from engine.core.running_facts import RunningFacts
 from engine.core.statuses import pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
@@ -141,14 +141,11 @@ class _Pass:
         self._texts: dict[str | None, str] = {}  # leaf_text per leaf, for admit's reasons
         self.actions: list[Action] = []
         self.preempted: dict[str, tuple[str, str]] = {}  # victim id -> (preemptor, reason)
-        self.reservations: list[Reservation] = []  # in queue order, on disjoint nodes
-        self.reserved: frozenset[str] = frozenset()  # every reserved node
-        self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
+        self.holds: Holds = Holds(  # the reservations of the pass
+            self.policy.reservations, self.policy.reservation_share, layout.capacity,
+            layout.total, self.rules, self.proj, now)
         self._releases: Releases | None = None  # running work as releases, for reservations
-        self.reserved_gpus = 0  # GPUs of the reserved nodes
-        self.reserve_cap = self.policy.reservation_share * layout.total  # no reservation past it
         self.state = 0  # admissions and reservations so far (see ``run``)
-        self.max_reservations = self.policy.reservations
 
     # ------------------------------------------------------------------ victim rules
 
@@ -169,34 +166,6 @@ class _Pass:
     def rate_of(self, assignments) -> float:
         """Billing-weighted GPUs held (GPU-seconds charged per second)."""
         return sum(g * self.node_weight.get(n, 1.0) for n, g in assignments)
-
-    def backfill_ok(self, e: Entry, res: Reservation) -> bool:
-        """May ``e`` use ``res``'s nodes? Only if the holder could preempt it by then; a
-        drain hold takes only unallocated work (see :mod:`engine.core.reservation`)."""
-        if e.leaf is None:
-            return True
-        if res.hold:
-            return False
-        assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
-        c = e.workload.contract
-        return (self.now + c.min_runtime_s <= res.until and
-                self.rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
-
-    def kept_off(self, e: Entry) -> frozenset[str]:
-        """The reserved nodes ``e`` may not use (see :meth:`backfill_ok`)."""
-        if e.leaf is None:
-            return frozenset()
-        # the answer depends on the leaf, the min runtime, the reservations so far and the
-        # anti-ping-pong projection: remembered per pass under exactly that key
-        key = (e.leaf, e.workload.contract.min_runtime_s, len(self.reservations), self.proj.version)
-        out = self._kept.get(key)
-        if out is None:
-            out = frozenset()
-            for res in self.reservations:
-                if not self.backfill_ok(e, res):
-                    out = out | res.nodes
-            self._kept[key] = out
-        return out
 
     # ------------------------------------------------------------------ the pass
 
@@ -238,7 +207,7 @@ class _Pass:
             for n, _ in placement.assignments:
                 self._index.changed(n)
         if loan:  # (never with victims)
-            holders = ", ".join(r.holder for r in self.reservations if r.nodes & set(placement.nodes))
+            holders = ", ".join(r.holder for r in self.holds.items if r.nodes & set(placement.nodes))
             how = (f" on loan (reserved for {holders}): unallocated for this run, so not charged, "
                    f"not protected and preempted first")
         else:
@@ -292,9 +261,10 @@ class _Pass:
         c = e.workload.contract
         clusters = self.pool.cluster_names(c.cluster)
         free = 0 if quick else self.pool.free_in(clusters)
-        if quick and (e.leaf is None or not self.may_reserve()):
+        holds = self.holds
+        if quick and (e.leaf is None or not holds.may_add()):
             return ("wait", "no free GPU and nothing preemptible", 0)
-        exclude = self.kept_off(e) if self.reservations else frozenset()
+        exclude = holds.kept_off(e) if holds.items else frozenset()
         shape = (c.gpus_per_pod, c.pods, c.cluster, exclude)
         if not quick and shape not in nofit:
             placement = self.pool.place(c.gpus_per_pod, c.pods, c.cluster, exclude)
@@ -337,7 +307,7 @@ class _Pass:
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                         maxfail[shape] = rank
                 why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
-        if self.may_reserve() and not e.debug:
+        if holds.may_add() and not e.debug:
             if free + self.held_gpus >= c.gpus:
                 ok = ok if ok is not None else self.rules.ok_leaves(e.leaf, rank, charge)
                 if (shape, ok) not in noreserve:
@@ -368,27 +338,13 @@ class _Pass:
         if self._releases is None:  # sorted once per pass, on the first reservation
             self._releases = Releases(self.held, self.gone, self.now)
         res = reservation_for(e.workload.id, e.leaf, e.rank.rank, charge, c.gpus_per_pod, c.pods,
-                              clusters, self.pool, self._releases, ok, self.reserved, self.now,
+                              clusters, self.pool, self._releases, ok, self.holds.nodes, self.now,
                               self.policy.loans)
         if res is None:
             return False
-        self.add_reservation(res)
-        return True
-
-    def reservation_of(self, holder: str) -> Reservation | None:
-        return next((r for r in self.reservations if r.holder == holder), None)
-
-    def may_reserve(self) -> bool:
-        """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
-        hold less than ``policy.reservation_share`` of the schedulable GPUs."""
-        return (len(self.reservations) < self.max_reservations and
-                self.reserved_gpus < self.reserve_cap)
-
-    def add_reservation(self, res: Reservation) -> None:
+        self.holds.add(res)
         self.state += 1
-        self.reservations.append(res)
-        self.reserved = self.reserved | res.nodes
-        self.reserved_gpus += sum(self.pool.layout.capacity[n] for n in res.nodes)
+        return True
 
 
 _FACTS = RunningFacts()  # what each running workload alone gives, across decisions

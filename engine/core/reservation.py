@@ -68,11 +68,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.core.placement import Pool, fit
 from engine.core.releases import Eligible, Release, Releases, single_node_starts
 from engine.core.types import Placement
+
+if TYPE_CHECKING:
+    from engine.core.eligibility import Eligibility
+    from engine.core.preemption import Projection
+    from engine.core.queue import Entry
 
 
 @dataclass(frozen=True)
@@ -271,3 +276,59 @@ def reservation_for(holder: str, leaf: str, rank: int, charge: tuple[float, floa
     may = sum(later.get(n, 0) for n in nodes)
     return Reservation(holder, leaf, rank, math.inf, placement, hold=True, charge=charge,
                        numbers=(free, cap, may, cap - free - may, tuple(blockers), short))
+
+
+class Holds:
+    """The reservations of one decision pass, in queue order on disjoint nodes, bounded by
+    ``policy.reservations`` and ``policy.reservation_share`` (module docstring), and the
+    backfill rule they impose on the workloads walked after them."""
+
+    def __init__(self, limit: int, share: float, capacity: Mapping[str, int], total: int,
+                 rules: Eligibility, proj: Projection, now: float):
+        self.items: list[Reservation] = []  # in queue order
+        self.nodes: frozenset[str] = frozenset()  # every reserved node
+        self.gpus = 0  # GPUs of the reserved nodes
+        self.limit, self.cap = limit, share * total  # no reservation past either
+        self._capacity, self._rules, self._proj, self._now = capacity, rules, proj, now
+        self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
+
+    def may_add(self) -> bool:
+        """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
+        hold less than ``policy.reservation_share`` of the schedulable GPUs."""
+        return len(self.items) < self.limit and self.gpus < self.cap
+
+    def add(self, res: Reservation) -> None:
+        self.items.append(res)
+        self.nodes = self.nodes | res.nodes
+        self.gpus += sum(self._capacity[n] for n in res.nodes)
+
+    def of(self, holder: str) -> Reservation | None:
+        return next((r for r in self.items if r.holder == holder), None)
+
+    def backfill_ok(self, e: Entry, res: Reservation) -> bool:
+        """May ``e`` use ``res``'s nodes? Only if the holder could preempt it by then; a
+        drain hold takes only unallocated work (module docstring)."""
+        if e.leaf is None:
+            return True
+        if res.hold:
+            return False
+        assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
+        c = e.workload.contract
+        return (self._now + c.min_runtime_s <= res.until and
+                self._rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
+
+    def kept_off(self, e: Entry) -> frozenset[str]:
+        """The reserved nodes ``e`` may not use (see :meth:`backfill_ok`)."""
+        if e.leaf is None:
+            return frozenset()
+        # the answer depends on the leaf, the min runtime, the reservations so far and the
+        # anti-ping-pong projection: remembered per pass under exactly that key
+        key = (e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
+        out = self._kept.get(key)
+        if out is None:
+            out = frozenset()
+            for res in self.items:
+                if not self.backfill_ok(e, res):
+                    out = out | res.nodes
+            self._kept[key] = out
+        return out

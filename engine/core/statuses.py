@@ -47,7 +47,7 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
                               protected_until=p.now + c.min_runtime_s if e.leaf and not act.loan
                               else p.now, **base)
     needs = f"needs {shape_text(c)}, {free} GPUs free"
-    res = p.reservation_of(w.id) if kind == "holder" else None
+    res = p.holds.of(w.id) if kind == "holder" else None
     if res is not None and res.hold:
         free_on, cap, may, may_not, blockers, short = res.numbers
         nodes = ", ".join(res.placement.nodes)
@@ -98,11 +98,11 @@ def why_no_victims(p: _Pass, e: Entry, blocked: tuple[str, ...], charge: tuple[f
 def kept_off(p: _Pass, e: Entry) -> str:
     """Why ``e`` may not use the reserved nodes, with the numbers (each reservation that
     keeps it off)."""
-    return "; ".join(_kept_off(p, e, res) for res in p.reservations if not p.backfill_ok(e, res))
+    return "; ".join(_kept_off(p, e, res) for res in p.holds.items if not p.holds.backfill_ok(e, res))
 
 
 def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
-    assert e.rank is not None  # unallocated work may always use reserved nodes (_Pass.backfill_ok)
+    assert e.rank is not None  # unallocated work may always use reserved nodes (Holds.backfill_ok)
     c = e.workload.contract
     nodes = sorted(res.nodes)
     where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"

@@ -195,11 +195,11 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
     if mine:
         out.append(Statement("ahead", f"{len(mine)} of them charge the same budget {leaf} and go first by "
                              f"higher priority or earlier submission.", {"same_budget": len(mine)}))
-    others = sorted(groups, key=lambda k: d.ranks[k].rank if k else 10**9)
+    # unallocated work queues after all allocated work (engine.core.queue), so none is ahead
+    # of work charged to a leaf
+    assert None not in groups
+    others = sorted((k for k in groups if k is not None), key=lambda k: d.ranks[k].rank)
     for other in others[:MAX_AHEAD_LEAVES]:
-        # unallocated work queues after all allocated work (engine.core.queue), so none is
-        # ahead of work charged to a leaf
-        assert other is not None
         r = d.ranks[other]
         parent, a, b = _split(tree, leaf, other)
         sa, ua, fa = _lf(state, a)

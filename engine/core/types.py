@@ -135,7 +135,9 @@ def as_run(workload: Workload, loan: bool) -> Workload:
     workload without a budget (unallocated for this run). Every shell starts work through this."""
     if not loan:
         return workload
-    return replace(workload, contract=replace(workload.contract, budget=None))
+    return replace(workload, contract=replace(
+        workload.contract, budget=None,
+        note="runs unallocated: on loan on GPUs a reservation holds (funded again once requeued)"))
 
 
 @dataclass(frozen=True)

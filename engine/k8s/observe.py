@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from engine.core.contract import ContractError, parse_contract
-from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload
+from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload, as_run
 from engine.k8s import marks
 from engine.model import Config, Principal
 
@@ -286,7 +286,9 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
             kind = "running"
             contract = workload.contract
             known = leaf if leaf is not None and leaf in config.tree.nodes else None
-            if contract.budget != known:
+            if leaf is None and contract.allocated:  # admitted on loan (Admit.loan): as it runs
+                contract = as_run(workload, True).contract
+            elif contract.budget != known:
                 contract = replace(contract, budget=known)
             protected = marks.parse_time(ann.get(marks.PROTECTED_UNTIL))
             admitted = replace(workload, contract=contract, invalid=None)

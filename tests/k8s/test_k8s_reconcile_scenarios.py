@@ -266,7 +266,10 @@ def test_loan_runs_unallocated_on_held_gpus_and_the_holder_takes_them_back(env):
     assert "on loan (reserved for team-b/big)" in a[marks.REASON]
     (event,) = events_for(env.emu, "lender", "Admitted")
     assert "unprotected (preemptible at any time)" in event["message"]
-    env.advance(1800)
+    env.advance(60)  # the next pass explains the running loan as such
+    r.run_pass()
+    assert "runs unallocated: on loan" in ann(env.job("team-b", "lender"))[marks.REASON]
+    env.advance(1740)
     env.emu.complete_job("team-a", "a7")
     report = r.run_pass()
     assert report.result.preempted == ["team-b/lender"]
@@ -278,8 +281,9 @@ def test_loan_runs_unallocated_on_held_gpus_and_the_holder_takes_them_back(env):
     # team-b paid for b1's hour only (and big's second, if it took one): never for the loan
     assert env.ledger_usage()["team-b"] == pytest.approx(3600, abs=8)
     env.advance(1)
-    r.run_pass()
+    report = r.run_pass()
     a = ann(env.job("team-b", "lender"))
     assert a[marks.STATE] == "preempted" and "preempted for team-b/big" in a[marks.REASON]
     assert marks.RunRecord.parse(a[marks.LAST_RUN]).leaf is None  # the loan: charged to nobody
-    assert a[marks.RANK] == "2"  # queued again as funded work, ranked with team-b
+    queued = report.decision.statuses["team-b/lender"]  # queued again as team-b's funded work
+    assert queued.state == "pending" and queued.leaf == "team-b" and queued.rank is not None

@@ -16,19 +16,17 @@ pending queue only as far as the loop declares them below.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from engine.core.types import (Action, Admit, Contract, Cordon, MarkDrained, NodeState, Preempt,
                                Reject, Running, Workload, as_run)
 from engine.sim.charging import Charges
 from engine.sim.idle import IdleMeter
+from engine.sim.options import SimOptions
 from engine.sim.queue import PendingQueue
 from engine.sim.result import Segment, TaskState
 from engine.sim.schedulers import Scheduler
 from engine.sim.trace import Task
-
-if TYPE_CHECKING:
-    from engine.sim.engine import SimOptions
 
 # event kinds of the loop (engine.sim.engine), in the order they apply at one instant
 COMPLETE, FAIL, REPAIR, SUBMIT, EXPIRE, PASS = range(6)

@@ -49,7 +49,6 @@ import heapq
 import math
 import time as _time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.core.types import NodeState, Running, Snapshot, Workload
@@ -58,6 +57,7 @@ from engine.sim.apply import (COMPLETE, EXPIRE, FAIL, PASS, REPAIR, SUBMIT, Appl
                               TaskRun, shape_of, workload_of)
 from engine.sim.charging import Charges
 from engine.sim.idle import IdleMeter
+from engine.sim.options import SimOptions
 from engine.sim.prepare import horizon_of
 from engine.sim.queue import PendingQueue
 from engine.sim.result import Event, Segment, SimResult, TaskRecord
@@ -65,26 +65,7 @@ from engine.sim.schedulers import Scheduler, get_scheduler
 from engine.sim.trace import Task, Trace
 
 ProgressFn = Callable[[float, float], None]
-CADENCES = ("watch", "interval", "event")
 MAX_FOLLOWUPS = 8  # follow-up passes at one instant (a preemption chain always ends sooner)
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    """``cadence``: when scheduling passes run (module docstring): ``watch`` (what the
-    reconciler does), ``interval`` (the policy's interval grid only) or ``event`` (``watch``
-    plus every min-runtime expiry)."""
-
-    checkpoint_loss_s: float = 300.0
-    restart_overhead_s: float = 120.0
-    cadence: str = "watch"
-    # benchmarks only: stop after this many wall-clock seconds, the horizon cut to the
-    # instant reached (``SimResult.truncated``); a cut run is not reproducible
-    wall_limit_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.cadence not in CADENCES:
-            raise ValueError(f"cadence must be one of {', '.join(CADENCES)}, got {self.cadence!r}")
 
 
 def build_nodes(config: Config) -> list[NodeState]:

@@ -308,12 +308,12 @@ class _Pass:
                         maxfail[shape] = rank
                 why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
         if holds.may_add() and not e.debug:
-            if free + self.held_gpus >= c.gpus:
-                ok = ok if ok is not None else self.rules.ok_leaves(e.leaf, rank, charge)
-                if (shape, ok) not in noreserve:
-                    if self.reserve(e, clusters, charge, ok):
-                        return ("holder", why, free)
-                    noreserve.add((shape, ok))  # more nodes reserved later: still none
+            # (no "free + running GPUs < its GPUs" shortcut: a drain hold needs no release)
+            ok = ok if ok is not None else self.rules.ok_leaves(e.leaf, rank, charge)
+            if (shape, ok) not in noreserve:
+                if self.reserve(e, clusters, charge, ok):
+                    return ("holder", why, free)
+                noreserve.add((shape, ok))  # more nodes reserved later: still none
             if not exclude:
                 return ("unreservable", why, free)
         if exclude and self.policy.loans and c.resumable and not e.debug and not quick:

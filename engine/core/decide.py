@@ -132,7 +132,6 @@ class _Pass:
         self._index: VictimIndex | None = None  # the victims, indexed on the first search
         self.gpus_by_leaf = by_leaf
         self.below: RankSums = below
-        self.held_gpus = held_gpus  # GPUs of running work not yet preempted
         self.gone: set[str] = set(evicted)  # preempted in this decision
         self.rules: Eligibility = Eligibility(  # who may preempt whom, with its per-pass caches
             self.tree, self.used_tree, self.proj, self.ranks, self.weights, self.pool.cluster_names,
@@ -201,7 +200,6 @@ class _Pass:
                 self.pool.give(n, g)
             self.by_node.remove(v)
             self.rules.victim_gone(v.leaf, v.rank, v.gpus)
-            self.held_gpus -= v.gpus
         self.pool.take(placement)
         if self._index is not None:  # (else built later, from the pool as it is then)
             for n, _ in placement.assignments:

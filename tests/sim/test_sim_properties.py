@@ -1,10 +1,11 @@
 """Properties of whole simulated runs (hypothesis): the core and the shell together.
 
 Random small clusters and traces (funded and free work, gangs, resumable or not, min runtimes
-from none to an hour), under the budget scheduler with or without loans and at the watch or
+from none to an hour, node failures and repairs), under the budget scheduler with or without loans and at the watch or
 interval cadence. Every run must keep the contract the README promises:
 
-* capacity is never exceeded: no GPU runs two segments at once;
+* capacity is never exceeded: no GPU runs two segments at once, and no run starts on a node
+  between its failure and its repair;
 * a gang is all or nothing: every run holds exactly the task's GPUs;
 * a protected run is never preempted: a preempted segment ends at or after its protection;
 * free work is never charged, funded work exactly for its allocated runs (loans included:
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.sim.engine import SimOptions, simulate
-from engine.sim.trace import Task, Trace
+from engine.sim.trace import NodeFailure, Task, Trace
 from tests.sim.conftest import tiny_config
 
 
@@ -52,12 +53,14 @@ def runs(draw):
     base = tiny_config(nodes=nodes, gpus_per_node=gpn, shares=(a_share, 100.0 - a_share))
     config = dataclasses.replace(base, policy=dataclasses.replace(
         base.policy, loans=draw(st.booleans()), reservations=draw(st.integers(0, 2))))
-    trace = Trace.of(tasks, meta={"horizon": 12 * 3600.0})
+    failures = [NodeFailure(float(draw(st.integers(0, 4 * 3600))), f"c-n{draw(st.integers(0, nodes - 1)):04d}",
+                            float(draw(st.sampled_from([600, 3600])))) for _ in range(draw(st.integers(0, 2)))]
+    trace = Trace.of(tasks, failures, meta={"horizon": 12 * 3600.0})
     cadence = draw(st.sampled_from(["watch", "interval"]))
     return config, trace, SimOptions(cadence=cadence)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs())
 def test_a_simulated_run_keeps_the_contract(run):
     config, trace, options = run
@@ -79,6 +82,10 @@ def test_a_simulated_run_keeps_the_contract(run):
             charged[s.leaf] += (s.end - s.start) * s.gpu_count
         elif t.funded:  # a funded task running unallocated: on loan
             assert config.policy.loans and t.resumable and s.protected_until == s.start, s
+    for node, failed, _drained, repaired in res.failures:  # no start on an unhealthy node
+        down_until = res.horizon if repaired is None else repaired
+        assert not any(failed <= s.start < down_until for s in res.segments
+                       if node in dict(s.gpus)), (node, failed, repaired)
     for spans in busy.values():  # capacity: one run per GPU at a time
         spans.sort()
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans

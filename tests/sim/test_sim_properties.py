@@ -1,8 +1,9 @@
 """Properties of whole simulated runs (hypothesis): the core and the shell together.
 
 Random small clusters and traces (funded and free work, gangs, resumable or not, min runtimes
-from none to an hour, node failures and repairs), under the budget scheduler with or without loans and at the watch or
-interval cadence. Every run must keep the contract the README promises:
+from none to an hour, node failures and repairs), under the budget scheduler with or without
+loans, or a baseline (legacy, monopoly), at the watch or interval cadence. Every run must
+keep the contract the README promises:
 
 * capacity is never exceeded: no GPU runs two segments at once, and no run starts on a node
   between its failure and its repair;
@@ -57,14 +58,15 @@ def runs(draw):
                             float(draw(st.sampled_from([600, 3600])))) for _ in range(draw(st.integers(0, 2)))]
     trace = Trace.of(tasks, failures, meta={"horizon": 12 * 3600.0})
     cadence = draw(st.sampled_from(["watch", "interval"]))
-    return config, trace, SimOptions(cadence=cadence)
+    scheduler = draw(st.sampled_from(["budget", "budget", "legacy", "monopoly"]))
+    return config, trace, SimOptions(cadence=cadence), scheduler
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs())
 def test_a_simulated_run_keeps_the_contract(run):
-    config, trace, options = run
-    res = simulate(config, trace, "budget", options=options)
+    config, trace, options, scheduler = run
+    res = simulate(config, trace, scheduler, options=options)
     tasks = {t.id: t for t in trace.tasks}
 
     busy: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -81,7 +83,8 @@ def test_a_simulated_run_keeps_the_contract(run):
             assert t.funded, s  # free work never runs allocated
             charged[s.leaf] += (s.end - s.start) * s.gpu_count
         elif t.funded:  # a funded task running unallocated: on loan
-            assert config.policy.loans and t.resumable and s.protected_until == s.start, s
+            assert scheduler == "budget" and config.policy.loans and t.resumable, s
+            assert s.protected_until == s.start, s
     for node, failed, _drained, repaired in res.failures:  # no start on an unhealthy node
         down_until = res.horizon if repaired is None else repaired
         assert not any(failed <= s.start < down_until for s in res.segments
@@ -91,5 +94,5 @@ def test_a_simulated_run_keeps_the_contract(run):
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
     assert res.charged == pytest.approx(charged, abs=1e-6)  # exactly the allocated runs
 
-    again = simulate(config, trace, "budget", options=options)
+    again = simulate(config, trace, scheduler, options=options)
     assert (again.segments, again.events, again.charged) == (res.segments, res.events, res.charged)

@@ -62,7 +62,7 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
         why = (f"{needs}; reserved {placement_text(res.placement.assignments)}: enough GPUs become "
                f"preemptible {when(res.until, p.now)}; later work may use them only if preemptible by then")
     elif kind == "reserved-out":
-        why = f"{needs}; {kept_off(p, e)}"
+        why = f"{needs}; {kept_off(p, e, detail)}"
     else:
         why = f"{needs}; {why_no_victims(p, e, *detail[1:]) if isinstance(detail, tuple) else detail}"
         if kind == "unreservable":
@@ -95,10 +95,11 @@ def why_no_victims(p: _Pass, e: Entry, blocked: tuple[str, ...], charge: tuple[f
             "no lower-ranked work past its min runtime to preempt")
 
 
-def kept_off(p: _Pass, e: Entry) -> str:
-    """Why ``e`` may not use the reserved nodes, with the numbers (each reservation that
-    keeps it off)."""
-    return "; ".join(_kept_off(p, e, res) for res in p.holds.items if not p.holds.backfill_ok(e, res))
+def kept_off(p: _Pass, e: Entry, nodes: frozenset[str]) -> str:
+    """Why ``e`` may not use the reserved ``nodes`` it was kept off when its turn came, with
+    the numbers (each reservation that kept it off; reservations made after its turn, by work
+    behind it, did not and are not named)."""
+    return "; ".join(_kept_off(p, e, res) for res in p.holds.items if res.nodes <= nodes)
 
 
 def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:

@@ -33,6 +33,7 @@ TREE = BudgetTree.build([
 LEAVES = ["A1", "A2", "B1"]
 HOLDING = re.compile(r"holding (.+?) for it \(")
 LOAN = re.compile(r"on loan \(reserved for ([^)]+)\)")
+KEPT_BY = re.compile(r"(?:(?:is|are) held for|are reserved for) (\S+) (?:\(budget|until)")
 
 
 @st.composite
@@ -182,6 +183,13 @@ def check_decision(world) -> None:
             if (later and held & set(a.placement.nodes) and c.allocated and c.budget in d.ranks
                     and not a.loan):
                 assert d.ranks[c.budget].rank > d.ranks[holder.budget].rank, (wid, a)
+
+    # a workload kept off reserved nodes names only reservations made before its turn (by work
+    # ahead of it in the queue)
+    for wid, st_ in d.statuses.items():
+        if st_.state == "pending" and wid in pending:
+            for holder in KEPT_BY.findall(st_.reason):
+                assert d.statuses[holder].queue_position < st_.queue_position, (wid, holder, st_.reason)
 
     # a loan: only with policy.loans, of resumable funded non-debug work, unprotected, on GPUs
     # that pending holders' reservations keep

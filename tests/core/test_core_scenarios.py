@@ -45,6 +45,9 @@ def test_scenario(path: Path):
             if key == "reason_contains":
                 for words in ([value] if isinstance(value, str) else value):
                     assert words in status.reason, f"{wid}: {words!r} not in {status.reason!r}"
+            elif key == "reason_lacks":
+                for words in ([value] if isinstance(value, str) else value):
+                    assert words not in status.reason, f"{wid}: {words!r} in {status.reason!r}"
             elif isinstance(value, float):
                 assert getattr(status, key) == pytest.approx(value, rel=1e-6), (wid, key)
             else:

@@ -358,6 +358,7 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
         "queued_demand": both(lambda s: s["demand_ratio"]["queued_mean"]),
         "occupancy": both(lambda s: s["occupancy"]),
         "unallocated_share": both(lambda s: s["unallocated_share"]),
+        "on_loan_gpu_h": both(lambda s: s["gpu_hours"].get("on_loan", 0.0)),  # policy.loans
         "delivered_gpu_h": both(lambda s: s["gpu_hours"]["delivered"]),
         "entitled_delivered": both(lambda s: s["entitlement"]["delivered_within_entitlement"]),
         "teams_at_95": both(lambda s: s["entitlement"]["teams_at_95"]),

@@ -177,6 +177,7 @@ def _overall_table(replay: ReplayImpact) -> str:
         "queued_demand": ("mean queued demand / capacity", _number(".2f", "×")),
         "occupancy": ("cluster occupancy", pct),
         "unallocated_share": ("unallocated share of delivered", pct),
+        "on_loan_gpu_h": ("of it funded work on loan (GPU-h)", gpu_h),
         "delivered_gpu_h": ("delivered to teams (GPU-h)", gpu_h),
         "entitled_delivered": ("entitled GPU-h delivered", pct),
         "teams_at_95": ("teams at ≥ 95% of entitlement", _number(".0f")),
@@ -190,6 +191,8 @@ def _overall_table(replay: ReplayImpact) -> str:
     for key, (label, fmt) in labels.items():
         if key in replay.overall:
             p = replay.overall[key]
+            if key == "on_loan_gpu_h" and not (p.before or p.after):
+                continue  # no loans on either side (placement.loans off): no row
             rows.append((label, fmt(p.before), fmt(p.after)))
     return _table(("cluster-wide", "before", "after"), rows)
 

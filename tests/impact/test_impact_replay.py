@@ -138,3 +138,28 @@ def test_a_policy_change_gets_the_same_treatment(tmp_path):
     classes = {c.klass: c for c in impact.classes}
     assert classes["debug"].jobs == Pair(32, 0)
     assert classes["small"].jobs == Pair(0, 32)
+
+
+def test_turning_loans_on_shows_the_gpu_hours_lent(tmp_path):
+    """A policy change like any other: ``placement.loans`` off -> on. x keeps 7 of 8 GPUs of
+    every node protected; y's whole-node job holds a node, and y's small resumable jobs run
+    there on loan in the head only. The cluster-wide table shows the GPU-hours lent (and
+    hides the row when neither side lent)."""
+    from engine.impact.report import _overall_table
+
+    path = tmp_path / "t.jsonl"
+    recs = [{"id": f"x-{i}", "submit": 0.0, "pods": 1, "gpus_per_pod": 7, "runtime": 6 * 3600.0,
+             "owner": "x", "leaf": "x", "min_runtime": 4 * 3600.0, "resumable": False} for i in range(4)]
+    recs.append({"id": "y-big", "submit": 60.0, "pods": 1, "gpus_per_pod": 8, "runtime": 3600.0,
+                 "owner": "y", "leaf": "y", "min_runtime": 1800.0, "resumable": True})
+    recs += [{"id": f"y-{i}", "submit": 120.0 + i, "pods": 1, "gpus_per_pod": 1, "runtime": 3 * 3600.0,
+              "owner": "y", "leaf": "y", "min_runtime": 1800.0, "resumable": True} for i in range(6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    base = config({"x": 50.0, "y": 50.0})
+    head = replace(base, policy=replace(base.policy, loans=True))
+    impact = run_replay(base, head, spec(str(path), parallel=False))
+    lent = impact.overall["on_loan_gpu_h"]
+    assert lent.before == 0.0 and lent.after > 1.0
+    assert "of it funded work on loan (GPU-h)" in _overall_table(impact)
+    same = run_replay(base, base, spec(str(path), parallel=False))
+    assert "on loan" not in _overall_table(same)

@@ -323,7 +323,7 @@ class _Pass:
                 return ("admitted", "", free)
             nofit.add(anywhere)
         if exclude:
-            return ("reserved-out", exclude, free)  # (the nodes the reservations so far keep it off)
+            return ("reserved-out", holds.why_kept_off(e), free)  # (as it stands at its turn)
         return ("wait", why, free)
 
     def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],

@@ -291,6 +291,7 @@ class Holds:
         self.limit, self.cap = limit, share * total  # no reservation past either
         self._capacity, self._rules, self._proj, self._now = capacity, rules, proj, now
         self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
+        self._why: dict[tuple, tuple[tuple[Reservation, str], ...]] = {}  # why_kept_off, per pass
 
     def may_add(self) -> bool:
         """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
@@ -316,6 +317,31 @@ class Holds:
         c = e.workload.contract
         return (self._now + c.min_runtime_s <= res.until and
                 self._rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
+
+    def why_kept_off(self, e: Entry) -> tuple[tuple[Reservation, str], ...]:
+        """Each reservation that keeps ``e`` off its nodes now, with why (for its status, as it
+        stands at ``e``'s turn): ``hold`` (a drain hold takes no funded work), ``rank`` (``e``
+        does not rank below the holder), ``pingpong`` (the anti-ping-pong rule forbids the
+        holder to preempt it) or ``protected`` (its min runtime would outlast the start)."""
+        assert e.rank is not None  # only work charged to a leaf is kept off
+        key = (e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
+        found = self._why.get(key)
+        if found is not None:
+            return found
+        out = []
+        for res in self.items:
+            if self.backfill_ok(e, res):
+                continue
+            if res.hold:
+                out.append((res, "hold"))
+            elif e.rank.rank <= res.rank:
+                out.append((res, "rank"))
+            elif not self._rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank):
+                out.append((res, "pingpong"))
+            else:
+                out.append((res, "protected"))
+        found = self._why[key] = tuple(out)
+        return found
 
     def kept_off(self, e: Entry) -> frozenset[str]:
         """The reserved nodes ``e`` may not use (see :meth:`backfill_ok`)."""

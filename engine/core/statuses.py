@@ -95,26 +95,26 @@ def why_no_victims(p: _Pass, e: Entry, blocked: tuple[str, ...], charge: tuple[f
             "no lower-ranked work past its min runtime to preempt")
 
 
-def kept_off(p: _Pass, e: Entry, nodes: frozenset[str]) -> str:
-    """Why ``e`` may not use the reserved ``nodes`` it was kept off when its turn came, with
-    the numbers (each reservation that kept it off; reservations made after its turn, by work
-    behind it, did not and are not named)."""
-    return "; ".join(_kept_off(p, e, res) for res in p.holds.items if res.nodes <= nodes)
+def kept_off(p: _Pass, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -> str:
+    """Why ``e`` may not use reserved nodes, with the numbers: each reservation that kept it off
+    when its turn came, and why then (:meth:`~engine.core.reservation.Holds.why_kept_off`);
+    reservations made later, by work behind it, played no part and are not named."""
+    return "; ".join(_kept_off(p, e, res, why) for res, why in kept)
 
 
-def _kept_off(p: _Pass, e: Entry, res: Reservation) -> str:
+def _kept_off(p: _Pass, e: Entry, res: Reservation, code: str) -> str:
     assert e.rank is not None  # unallocated work may always use reserved nodes (Holds.backfill_ok)
     c = e.workload.contract
     nodes = sorted(res.nodes)
     where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"
-    if res.hold:
+    if code == "hold":
         return (f"{where} held for {res.holder} (budget {res.leaf} rank {res.rank}), which no running "
                 f"work it may preempt can make room for, so it waits for running work there to end; "
                 f"only unallocated work may start there meanwhile (funded work would be protected "
                 f"by its min runtime, {format_duration(c.min_runtime_s)} for this one, and delay it)")
-    if e.rank.rank <= res.rank:
+    if code == "rank":
         why = f"budget {e.leaf} rank {e.rank.rank} does not rank below {res.holder}'s (rank {res.rank})"
-    elif not p.rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank):
+    elif code == "pingpong":
         why = (f"the anti-ping-pong rule would forbid it: by the end of {res.holder}'s min runtime "
                f"budget {e.leaf} (rank {e.rank.rank}) would rank above budget {res.leaf} again")
     else:

@@ -290,8 +290,7 @@ class Holds:
         self.gpus = 0  # GPUs of the reserved nodes
         self.limit, self.cap = limit, share * total  # no reservation past either
         self._capacity, self._rules, self._proj, self._now = capacity, rules, proj, now
-        self._kept: dict[tuple, frozenset[str]] = {}  # kept_off, per pass
-        self._why: dict[tuple, tuple[tuple[Reservation, str], ...]] = {}  # why_kept_off, per pass
+        self._kept: dict[tuple, tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]] = {}
 
     def may_add(self) -> bool:
         """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
@@ -306,55 +305,50 @@ class Holds:
     def of(self, holder: str) -> Reservation | None:
         return next((r for r in self.items if r.holder == holder), None)
 
-    def backfill_ok(self, e: Entry, res: Reservation) -> bool:
-        """May ``e`` use ``res``'s nodes? Only if the holder could preempt it by then; a
-        drain hold takes only unallocated work (module docstring)."""
+    def blocker(self, e: Entry, res: Reservation) -> str | None:
+        """Why ``e`` may not use ``res``'s nodes now, or None when it may (the holder could
+        preempt it by then; module docstring): ``hold`` (a drain hold takes only unallocated
+        work), ``rank`` (``e`` does not rank below the holder), ``protected`` (its min runtime
+        would outlast the holder's start) or ``pingpong`` (the anti-ping-pong rule would forbid
+        the holder to preempt it)."""
         if e.leaf is None:
-            return True
+            return None
         if res.hold:
-            return False
+            return "hold"
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
-        c = e.workload.contract
-        return (self._now + c.min_runtime_s <= res.until and
-                self._rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank))
+        if e.rank.rank <= res.rank:
+            return "rank"
+        if self._now + e.workload.contract.min_runtime_s > res.until:
+            return "protected"
+        if not self._rules.pingpong_ok(res.leaf, e.leaf, *res.charge):
+            return "pingpong"
+        return None
 
-    def why_kept_off(self, e: Entry) -> tuple[tuple[Reservation, str], ...]:
-        """Each reservation that keeps ``e`` off its nodes now, with why (for its status, as it
-        stands at ``e``'s turn): ``hold`` (a drain hold takes no funded work), ``rank`` (``e``
-        does not rank below the holder), ``pingpong`` (the anti-ping-pong rule forbids the
-        holder to preempt it) or ``protected`` (its min runtime would outlast the start)."""
-        assert e.rank is not None  # only work charged to a leaf is kept off
-        key = (e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
-        found = self._why.get(key)
-        if found is not None:
-            return found
-        out = []
-        for res in self.items:
-            if self.backfill_ok(e, res):
-                continue
-            if res.hold:
-                out.append((res, "hold"))
-            elif e.rank.rank <= res.rank:
-                out.append((res, "rank"))
-            elif not self._rules.may_preempt(res.leaf, res.rank, res.charge, e.leaf, e.rank.rank):
-                out.append((res, "pingpong"))
-            else:
-                out.append((res, "protected"))
-        found = self._why[key] = tuple(out)
-        return found
+    def backfill_ok(self, e: Entry, res: Reservation) -> bool:
+        """May ``e`` use ``res``'s nodes? (See :meth:`blocker`.)"""
+        return self.blocker(e, res) is None
 
     def kept_off(self, e: Entry) -> frozenset[str]:
-        """The reserved nodes ``e`` may not use (see :meth:`backfill_ok`)."""
-        if e.leaf is None:
-            return frozenset()
+        """The reserved nodes ``e`` may not use (see :meth:`blocker`)."""
+        return self._kept_off(e)[0] if e.leaf is not None else frozenset()
+
+    def why_kept_off(self, e: Entry) -> tuple[tuple[Reservation, str], ...]:
+        """Each reservation that keeps ``e`` off its nodes now, with :meth:`blocker`'s why, for
+        its status as it stands at ``e``'s turn (later admissions move the projection)."""
+        return self._kept_off(e)[1]
+
+    def _kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
         # the answer depends on the leaf, the min runtime, the reservations so far and the
         # anti-ping-pong projection: remembered per pass under exactly that key
         key = (e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
-        out = self._kept.get(key)
-        if out is None:
-            out = frozenset()
+        found = self._kept.get(key)
+        if found is None:
+            nodes: frozenset[str] = frozenset()
+            why = []
             for res in self.items:
-                if not self.backfill_ok(e, res):
-                    out = out | res.nodes
-            self._kept[key] = out
-        return out
+                code = self.blocker(e, res)
+                if code is not None:
+                    nodes = nodes | res.nodes
+                    why.append((res, code))
+            found = self._kept[key] = (nodes, tuple(why))
+        return found

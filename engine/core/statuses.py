@@ -114,12 +114,12 @@ def _kept_off(p: _Pass, e: Entry, res: Reservation, code: str) -> str:
                 f"by its min runtime, {format_duration(c.min_runtime_s)} for this one, and delay it)")
     if code == "rank":
         why = f"budget {e.leaf} rank {e.rank.rank} does not rank below {res.holder}'s (rank {res.rank})"
-    elif code == "pingpong":
-        why = (f"the anti-ping-pong rule would forbid it: by the end of {res.holder}'s min runtime "
-               f"budget {e.leaf} (rank {e.rank.rank}) would rank above budget {res.leaf} again")
-    else:
+    elif code == "protected":
         why = (f"this workload's min runtime ({format_duration(c.min_runtime_s)}) would still "
                f"protect it then")
+    else:  # pingpong
+        why = (f"the anti-ping-pong rule would forbid it: by the end of {res.holder}'s min runtime "
+               f"budget {e.leaf} (rank {e.rank.rank}) would rank above budget {res.leaf} again")
     return (f"the free GPUs on {', '.join(nodes)} are reserved for {res.holder} until "
             f"{when(res.until, p.now)} and {why}")
 

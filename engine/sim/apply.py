@@ -1,17 +1,17 @@
 """Applying a decision to the simulated cluster, as the reconciler applies it to Kubernetes.
 
-Applying a decision is what the reconciler does: preemptions first (GPUs freed; a resumable
-task keeps its progress less ``checkpoint_loss_s``, a non-resumable one starts over), then
-admissions (the placement must name healthy, uncordoned nodes with enough free GPUs, else the
-scheduler is wrong and :class:`SimulationError` is raised), rejections, cordons. A restarted
-run pays ``restart_overhead_s`` before making progress again. An unhealthy node that becomes
-empty is repaired ``repair_s`` later. An admission on loan (``Admit.loan``) runs as
-unallocated work for that run (:func:`engine.core.types.as_run`): not charged, protected until
-its start.
+Preemptions first (GPUs freed; a resumable task keeps its progress less ``checkpoint_loss_s``,
+a non-resumable one starts over), then admissions (the placement must name healthy,
+uncordoned nodes with enough free GPUs, else the scheduler is wrong and
+:class:`SimulationError` is raised), rejections, cordons and drained marks. A restarted run
+pays ``restart_overhead_s`` before it makes progress again; a node left empty while unhealthy
+is repaired ``repair_s`` later (the loop schedules it). An admission on loan (``Admit.loan``)
+runs as unallocated work for that run (:func:`engine.core.types.as_run`): not charged,
+protected until its start.
 
-:class:`Applier` is the part of the event loop (:mod:`engine.sim.engine`) that does this; it
-owns the per-task run state (:class:`TaskRun`) and the cluster's free GPUs, running work and
-pending queue only as far as the loop declares them below.
+:class:`Applier` is this part of the event loop (:mod:`engine.sim.engine`), as a mixin: it
+changes the per-task run state (:class:`TaskRun`), the free GPUs, the running work and the
+pending queue, which the loop owns and which are declared on the class.
 """
 
 from __future__ import annotations

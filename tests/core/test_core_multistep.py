@@ -62,12 +62,12 @@ def held_histories(draw):
     every node, B1's whole-node job cannot preempt it and holds a node, B1's and A2's smaller
     work (resumable or not) is kept off it; loans on. A1 accrues usage fast, so B1 may later
     outrank it and take the nodes back: loans are then preempted, requeued and lent again."""
-    n_nodes = draw(st.integers(1, 3))
+    n_nodes = draw(st.integers(1, 2))
     nodes = tuple(NodeState(f"n{i}", "c", 8, f"d{i % 2}") for i in range(n_nodes))
     jobs = [Workload(f"a{i}", Contract(budget="A1", min_runtime_s=3600.0, gpus_per_pod=5), 0.0)
             for i in range(n_nodes)]
     jobs.append(Workload("big", Contract(budget="B1", min_runtime_s=3600.0, gpus_per_pod=8), 1.0))
-    for k in range(draw(st.integers(1, 6))):
+    for k in range(draw(st.integers(2, 7))):
         c = Contract(budget=draw(st.sampled_from(["B1", "B1", "A2"])),
                      min_runtime_s=draw(st.sampled_from([1800.0, 3600.0])),
                      gpus_per_pod=draw(st.sampled_from([1, 2, 3])), resumable=draw(st.booleans()))
@@ -163,7 +163,7 @@ def test_decisions_do_not_depend_on_input_order(history, seed):
 @SETTINGS
 @given(held_histories(), st.integers(0, 2**32 - 1))
 def test_loans_keep_every_invariant_over_time(history, seed):
-    """Loans (about half these histories lend; a third have a loan preempted): replay's checks
+    """Loans (about 3 in 10 of these histories lend, 1 in 7 has a loan taken back): replay's checks
     (never preempted while protected, allocated preemptors only, capacity, actions on
     workloads in the right state) hold, and the decisions do not depend on input order."""
     plain = replay(*history)[0]

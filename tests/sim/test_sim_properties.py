@@ -32,11 +32,14 @@ def runs(draw):
     nodes = draw(st.integers(1, 3))
     gpn = draw(st.sampled_from([4, 8]))
     tasks = []
-    if draw(st.booleans()):  # reservations on purpose: a's protected work on every node, then
-        # b's whole-node job and b's small work, which the reservation keeps out (or lends to)
+    held = draw(st.booleans())
+    if held:  # reservations on purpose (budget scheduler, loans on; about half the runs lend):
+        # a's protected work fills every node but one GPU of the first; b's whole-node job
+        # reserves that node, and b's small work, kept off it with nowhere else to go, waits
+        # there or runs there on loan
         for i in range(nodes):
-            tasks.append(Task(f"a{i}", 0.0, 1, gpn - 1, 7200.0, "u", leaf="a", min_runtime=3600.0,
-                              resumable=False, klass="small"))
+            tasks.append(Task(f"a{i}", 0.0, 1, gpn - 1 if i == 0 else gpn, 7200.0, "u", leaf="a",
+                              min_runtime=3600.0, resumable=False, klass="small"))
         tasks.append(Task("big", 60.0, 1, gpn, 3600.0, "u", leaf="b", min_runtime=3600.0,
                           resumable=True, klass="small"))
         for i in range(draw(st.integers(1, 3))):
@@ -53,12 +56,13 @@ def runs(draw):
     a_share = draw(st.sampled_from([50.0, 80.0]))
     base = tiny_config(nodes=nodes, gpus_per_node=gpn, shares=(a_share, 100.0 - a_share))
     config = dataclasses.replace(base, policy=dataclasses.replace(
-        base.policy, loans=draw(st.booleans()), reservations=draw(st.integers(0, 2))))
+        base.policy, loans=held or draw(st.booleans()),
+        reservations=draw(st.integers(1 if held else 0, 2))))
     failures = [NodeFailure(float(draw(st.integers(0, 4 * 3600))), f"c-n{draw(st.integers(0, nodes - 1)):04d}",
                             float(draw(st.sampled_from([600, 3600])))) for _ in range(draw(st.integers(0, 2)))]
     trace = Trace.of(tasks, failures, meta={"horizon": 12 * 3600.0})
     cadence = draw(st.sampled_from(["watch", "interval"]))
-    scheduler = draw(st.sampled_from(["budget", "budget", "legacy", "monopoly"]))
+    scheduler = "budget" if held else draw(st.sampled_from(["budget", "legacy", "monopoly"]))
     return config, trace, SimOptions(cadence=cadence), scheduler
 
 

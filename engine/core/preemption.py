@@ -64,7 +64,6 @@ cheapest bound first instead, with the same answers: :mod:`engine.core.victim_in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Iterable, Mapping, Protocol, Sequence
 
@@ -72,29 +71,8 @@ from engine.model import BudgetTree
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
-from engine.core.victim_index import SCAN, Scan, VictimIndex, cheapest_node, take_on_node
-
-
-@dataclass(frozen=True)
-class Victim:
-    """A running workload that could be preempted (it is not protected right now)."""
-
-    id: str
-    running: Running
-    leaf: str | None  # the tree leaf it is charged to; None when unallocated
-    rank: int  # its leaf's rank; (number of leaves + 1) when unallocated
-    cost: float  # GPU-seconds of progress lost if preempted now
-    gpus: int = 0  # GPUs it holds (set by ``make_victim``)
-    per_node: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
-    debug: bool = False  # a debug workload (only the ordinary rule lets a debug preemptor take it)
-
-    @property
-    def order(self) -> tuple:
-        return (self.leaf is not None, self.cost, -self.rank, self.id)
-
-    @property
-    def on(self) -> tuple[tuple[str, int], ...]:
-        return self.running.placement.assignments
+from engine.core.victim_index import (SCAN, Scan, Victim, VictimIndex, cheapest_node,
+                                      take_on_node)
 
 
 class VictimsByNode(Protocol):

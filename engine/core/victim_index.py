@@ -1,4 +1,4 @@
-"""The preemptible running work of one decision pass, indexed for the victim search.
+"""The preemptible running work of one decision pass (:class:`Victim`), indexed for the search.
 
 :func:`engine.core.preemption.find_victims` looks for the node where making room for a
 workload of ``T`` GPUs costs least. Trying every node for every pending workload was most
@@ -39,15 +39,37 @@ next use, for the nodes changed since.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from dataclasses import dataclass, field
 from enum import Enum
 from itertools import accumulate
-from typing import TYPE_CHECKING, Final, Iterable, Sequence
+from typing import TYPE_CHECKING, Final, Iterable, Mapping, Sequence
 
-from engine.core.types import Placement
+from engine.core.types import Placement, Running
 
 if TYPE_CHECKING:
     from engine.core.placement import Pool
-    from engine.core.preemption import Victim
+
+@dataclass(frozen=True)
+class Victim:
+    """A running workload that could be preempted (it is not protected right now)."""
+
+    id: str
+    running: Running
+    leaf: str | None  # the tree leaf it is charged to; None when unallocated
+    rank: int  # its leaf's rank; (number of leaves + 1) when unallocated
+    cost: float  # GPU-seconds of progress lost if preempted now
+    gpus: int = 0  # GPUs it holds (set by ``make_victim``)
+    per_node: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
+    debug: bool = False  # a debug workload (only the ordinary rule lets a debug preemptor take it)
+
+    @property
+    def order(self) -> tuple:
+        return (self.leaf is not None, self.cost, -self.rank, self.id)
+
+    @property
+    def on(self) -> tuple[tuple[str, int], ...]:
+        return self.running.placement.assignments
+
 
 Bound = tuple  # ((allocated cost, unallocated cost, count), 0, node)
 SORT_AFTER = 3  # searches of one size in a pass before its nodes are sorted

@@ -69,7 +69,7 @@ from engine.core.queue import Entry, build_queue, is_debug
 from engine.core.releases import Releases
 from engine.core.reservation import Holds, reservation_for
 from engine.core.running_facts import RunningFacts
-from engine.core.statuses import pending_status, running_status
+from engine.core.statuses import PassView, pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
 from engine.core.victim_index import VictimIndex
@@ -376,8 +376,9 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     # id -> (builder, *arguments): a status is built on first access (StatusMap)
     thunks: dict[str, tuple] = {w.id: (WorkloadStatus, w.id, "rejected", reason)
                                 for w, reason in rejects}
-    thunks.update({e.workload.id: (pending_status, p, e, pos, outcome, admitted)
+    view: PassView = p  # what the statuses may read of the pass (mypy checks it conforms)
+    thunks.update({e.workload.id: (pending_status, view, e, pos, outcome, admitted)
                    for pos, e in enumerate(kept, 1)})
     evictions = {a.workload_id: a for a in p.evictions}
-    thunks.update({r.workload.id: (running_status, p, r, evictions) for r in snapshot.running})
+    thunks.update({r.workload.id: (running_status, view, r, evictions) for r in snapshot.running})
     return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks)

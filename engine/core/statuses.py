@@ -5,16 +5,34 @@ decision pass (:mod:`engine.core.decide`) recorded. Built lazily (see
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import Mapping, Protocol, TypedDict
 
 from engine.core.explain import leaf_text, placement_text, shape_text, when
+from engine.core.preemption import RankSums
 from engine.core.queue import Entry, charged_leaf
-from engine.core.reservation import Reservation
-from engine.core.types import WorkloadStatus
+from engine.core.reservation import Holds, Reservation
+from engine.core.types import LeafRank, WorkloadStatus
 from engine.durations import format_duration
 
-if TYPE_CHECKING:
-    from engine.core.decide import _Pass
+
+class PassView(Protocol):
+    """What the statuses read of a decision pass (:class:`engine.core.decide._Pass`): the
+    numbers it recorded, never its search state."""
+
+    @property
+    def now(self) -> float: ...
+    @property
+    def n(self) -> int: ...  # leaves
+    @property
+    def ranks(self) -> Mapping[str, LeafRank]: ...
+    @property
+    def below(self) -> RankSums: ...  # victim GPUs per rank, as the pass left them
+    @property
+    def holds(self) -> Holds: ...
+    @property
+    def preempted(self) -> Mapping[str, tuple[str, str]]: ...  # victim -> (preemptor, reason)
+    @property
+    def draining(self) -> Mapping[str, str]: ...  # workload on an unhealthy node -> why
 
 
 class _Numbers(TypedDict):
@@ -34,7 +52,7 @@ class _RunningNumbers(_Numbers):
     protected_until: float
 
 
-def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadStatus:
+def pending_status(p: PassView, e: Entry, pos: int, outcome, admitted) -> WorkloadStatus:
     w, c = e.workload, e.workload.contract
     kind, detail, free = outcome[w.id]
     lr = e.rank
@@ -71,12 +89,12 @@ def pending_status(p: _Pass, e: Entry, pos: int, outcome, admitted) -> WorkloadS
     return WorkloadStatus(state="pending", reason=f"waiting: {why}; {leaf_text(lr, p.n)}{note}", **base)
 
 
-def why_no_victims(p: _Pass, e: Entry, blocked: tuple[str, ...], charge: tuple[float, float],
+def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tuple[float, float],
                    running: float) -> str:
     """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
     past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
     what the leaf's running work adds over the workload's min runtime (GPU-s)."""
-    assert e.rank is not None  # only work charged to a leaf searches for victims (_Pass.step)
+    assert e.rank is not None  # only work charged to a leaf searches for victims (decide's step)
     rank = 0 if e.debug else e.rank.rank
     blocked = tuple(x for x in blocked if p.ranks[x].rank > rank)
     if blocked:
@@ -95,14 +113,14 @@ def why_no_victims(p: _Pass, e: Entry, blocked: tuple[str, ...], charge: tuple[f
             "no lower-ranked work past its min runtime to preempt")
 
 
-def kept_off(p: _Pass, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -> str:
+def kept_off(p: PassView, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -> str:
     """Why ``e`` may not use reserved nodes, with the numbers: each reservation that kept it off
     when its turn came, and why then (:meth:`~engine.core.reservation.Holds.why_kept_off`);
     reservations made later, by work behind it, played no part and are not named."""
     return "; ".join(_kept_off(p, e, res, why) for res, why in kept)
 
 
-def _kept_off(p: _Pass, e: Entry, res: Reservation, code: str) -> str:
+def _kept_off(p: PassView, e: Entry, res: Reservation, code: str) -> str:
     assert e.rank is not None  # unallocated work may always use reserved nodes (Holds.backfill_ok)
     c = e.workload.contract
     nodes = sorted(res.nodes)
@@ -124,7 +142,7 @@ def _kept_off(p: _Pass, e: Entry, res: Reservation, code: str) -> str:
             f"{when(res.until, p.now)} and {why}")
 
 
-def running_status(p: _Pass, r, evictions) -> WorkloadStatus:
+def running_status(p: PassView, r, evictions) -> WorkloadStatus:
     wid = r.workload.id
     leaf, note = charged_leaf(r.workload, p.ranks)
     lr = p.ranks.get(leaf) if leaf else None

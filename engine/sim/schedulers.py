@@ -48,12 +48,16 @@ def get_scheduler(name: str | Scheduler) -> Scheduler:
         return Scheduler("budget", decide, contract_protection,
                          "budgets of GPU time: hierarchical fair share with scheduling contracts")
     if name == "legacy":
-        from engine.sim.baselines.legacy import SCHEDULER
+        from engine.sim.baselines.legacy import legacy_decide, legacy_protection
 
-        return SCHEDULER
+        return Scheduler("legacy", legacy_decide, legacy_protection,
+                         "HIGH/LOW priority, per-team cap on non-preemptible GPUs, "
+                         "opt-in preemptible work on idle GPUs", reevaluate=False, uses_usage=False)
     if name == "monopoly":
-        from engine.sim.baselines.monopoly import SCHEDULER
+        from engine.sim.baselines.monopoly import monopoly_decide, monopoly_protection
 
-        return SCHEDULER
+        return Scheduler("monopoly", monopoly_decide, monopoly_protection,
+                         "static per-team GPU quotas in proportion to effective shares",
+                         reevaluate=False, uses_usage=False)
     raise UserError([Problem("<command line>", 0, 0, f"unknown scheduler {name!r}",
                              f"choose from {', '.join(NAMES)}")])

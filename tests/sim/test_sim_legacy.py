@@ -17,6 +17,7 @@ from engine.core.types import Admit, Decision, Preempt
 from engine.sim.baselines import legacy
 from engine.sim.baselines.placement import FreeMap, drain_actions
 from engine.sim.engine import simulate
+from engine.sim.schedulers import get_scheduler
 from engine.sim.prepare import prepare_trace
 from engine.sim.synthetic import synthetic_trace
 from engine.loader import load_config
@@ -87,5 +88,5 @@ def test_the_fast_scan_equals_the_plain_rule_on_every_pass():
         passes["preempting"] += any(isinstance(a, Preempt) for a in got.actions)
         return got
 
-    simulate(config, trace, replace(legacy.SCHEDULER, decide=both))
+    simulate(config, trace, replace(get_scheduler("legacy"), decide=both))
     assert passes["n"] > 500 and passes["acting"] > 100 and passes["preempting"] > 5, passes

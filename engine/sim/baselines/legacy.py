@@ -28,7 +28,6 @@ import math
 from engine.core.types import Admit, Decision, Preempt, Snapshot, Workload
 from engine.model import Config
 from engine.sim.baselines.placement import FreeMap, drain_actions, layout_of
-from engine.sim.schedulers import Scheduler
 
 NON_PREEMPTIBLE = "non-preemptible"
 
@@ -174,9 +173,3 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
 
 def legacy_protection(workload: Workload, admit: Admit, now: float) -> float:
     return math.inf if admit.reason.startswith(NON_PREEMPTIBLE) else now
-
-
-SCHEDULER = Scheduler("legacy", legacy_decide, legacy_protection,
-                      "HIGH/LOW priority, per-team cap on non-preemptible GPUs, "
-                      "opt-in preemptible work on idle GPUs", reevaluate=False,
-                      uses_usage=False)

@@ -15,7 +15,6 @@ from engine.core.types import Admit, Decision, Snapshot, Workload
 from engine.model import Config
 from engine.sim.baselines.legacy import team_of
 from engine.sim.baselines.placement import FreeMap, drain_actions
-from engine.sim.schedulers import Scheduler
 
 
 def quotas(snapshot: Snapshot, config: Config) -> dict[str, int]:
@@ -54,8 +53,3 @@ def monopoly_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
 
 def monopoly_protection(workload: Workload, admit: Admit, now: float) -> float:
     return math.inf
-
-
-SCHEDULER = Scheduler("monopoly", monopoly_decide, monopoly_protection,
-                      "static per-team GPU quotas in proportion to effective shares", reevaluate=False,
-                      uses_usage=False)

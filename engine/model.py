@@ -339,3 +339,4 @@ class Config:
     origin: str = ""  # a directory path or "<repo>@<commit sha>"
     revision: str | None = None  # the commit sha when loaded from git
     files: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # node -> file
+    overrides: tuple[str, ...] = ()  # knobs set on the command line, ``key=value`` (the loader)

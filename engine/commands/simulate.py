@@ -70,6 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "demand-proportional shares [%(default)s]")
     p.add_argument("--root", default=".", help="repository with budgets/ and policies/ [%(default)s]")
     p.add_argument("--rev", help="git revision of --root to load the config from (default: work tree)")
+    p.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                   help="replace a knob of policies/scheduling.yaml for this run, e.g. "
+                        "placement.loans=true or placement.reservationShare=0.1 (repeatable; "
+                        "checked like the file)")
     p.add_argument("--baseline", default=DEFAULT["baseline"],
                    help="comma-separated baselines run beside the budget scheduler: legacy, "
                         "monopoly, or none [%(default)s]")
@@ -114,6 +118,25 @@ def _window(text: str) -> tuple[float, float | None]:
     return a, b
 
 
+def knob_values(settings: list[str]) -> dict[str, object]:
+    """``--set KNOB=VALUE`` flags as {knob: value}, each value read as YAML (``true``, ``0.1``,
+    ``7d``), as it would be in the file."""
+    import yaml
+
+    out: dict[str, object] = {}
+    for item in settings:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError([Problem("--set", 0, 0, f"--set {item!r} is not KNOB=VALUE",
+                                     "write e.g. --set placement.loans=true", "usage")])
+        try:
+            out[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise UserError([Problem("--set", 0, 0, f"--set {item!r}: the value is not YAML",
+                                     "quote it the way the policy file would", "usage")]) from None
+    return out
+
+
 def build_experiment_inputs(args: argparse.Namespace):
     """(config, prepared trace) from the parsed flags."""
     from dataclasses import replace
@@ -123,7 +146,7 @@ def build_experiment_inputs(args: argparse.Namespace):
     from engine.sim.prepare import (cut, derive_tree, leaf_name, prepare_trace, with_clusters)
     from engine.sim.synthetic import synthetic_trace
 
-    config = load_config(args.root, rev=args.rev)
+    config = load_config(args.root, rev=args.rev, overrides=knob_values(args.set))
     bundled = args.trace in BUNDLED and not args.trace_format
     cluster = args.cluster if args.cluster is not None else (DEFAULT["cluster"] if bundled else None)
     config = with_clusters(config, cluster)

@@ -13,17 +13,24 @@ through, so one run reports *all* problems):
 Any problem raises :class:`engine.errors.UserError` carrying every problem found, each with
 ``file:line:column``. No user mistake (bad YAML, unknown revision, missing directory) escapes
 as another exception.
+
+``overrides`` (``allot simulate --set placement.loans=true``): knobs of the scheduling policy
+replaced after parsing and before validation, so a value set on the command line passes every
+check a value in the file does; an unknown knob is a problem of its own. The config records
+them (:attr:`Config.overrides`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any, Mapping
 
 from engine.errors import Problem, UserError
 from engine.loader import budgets as _budgets
 from engine.loader import policies as _policies
-from engine.loader.schema import validate
+from engine.loader.schema import validate, validator_for
 from engine.loader.sources import Source, default_root, open_source, repo_root
 from engine.loader.yamlread import Document, parse
 from engine.model import BudgetTree, Config, TreeError
@@ -31,7 +38,8 @@ from engine.model import BudgetTree, Config, TreeError
 __all__ = ["load_config", "load_source", "default_root", "repo_root"]
 
 
-def load_config(root: str | Path | None = None, rev: str | None = None) -> Config:
+def load_config(root: str | Path | None = None, rev: str | None = None,
+                overrides: Mapping[str, Any] | None = None) -> Config:
     """Load and validate the configuration at ``root`` (or its git revision ``rev``).
 
     ``root`` defaults to the current directory when it holds ``budgets/`` and ``policies/``,
@@ -39,11 +47,11 @@ def load_config(root: str | Path | None = None, rev: str | None = None) -> Confi
     branch, tag, sha or ``HEAD~3``) the files are read from that commit of the repository
     containing ``root``, without touching its work tree; bare repositories work too.
     """
-    return load_source(open_source(root, rev))
+    return load_source(open_source(root, rev), overrides)
 
 
-def _read_dir(source: Source, directory: str, kinds: tuple[str, ...],
-              problems: list[Problem]) -> tuple[list[Document], list[str]]:
+def _read_dir(source: Source, directory: str, kinds: tuple[str, ...], problems: list[Problem],
+              overrides: Mapping[str, Any] | None = None) -> tuple[list[Document], list[str]]:
     """Parse and schema-check every YAML file of ``directory``; return the valid documents."""
     if not source.has_dir(directory):
         problems.append(Problem(directory, 0, 0, f"no {directory}/ directory in {source.origin}",
@@ -56,6 +64,9 @@ def _read_dir(source: Source, directory: str, kinds: tuple[str, ...],
         if raw is None:  # pragma: no cover - listed files exist
             continue
         doc, found = parse(file, raw)
+        if doc is not None and overrides and isinstance(doc.data, dict) \
+                and doc.data.get("kind") == "SchedulingPolicy":
+            _override(doc.data, overrides)
         if doc is not None:
             found = validate(doc, kinds)
         problems.extend(found)
@@ -64,11 +75,13 @@ def _read_dir(source: Source, directory: str, kinds: tuple[str, ...],
     return docs, files
 
 
-def load_source(source: Source) -> Config:
-    """Load and validate the configuration read from ``source``."""
-    problems: list[Problem] = []
+def load_source(source: Source, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Load and validate the configuration read from ``source`` (with ``overrides``: module
+    docstring)."""
+    problems: list[Problem] = [_unknown_knob(k) for k in overrides or {} if not _is_knob(k)]
     budget_docs, budget_files = _read_dir(source, "budgets", ("Budget",), problems)
-    policy_docs, policy_files = _read_dir(source, "policies", ("Clusters", "SchedulingPolicy"), problems)
+    policy_docs, policy_files = _read_dir(source, "policies", ("Clusters", "SchedulingPolicy"),
+                                          problems, overrides)
     nodes, files, found = _budgets.assemble(budget_docs, set(budget_files))
     problems.extend(found)
     if source.has_dir("budgets") and not budget_files:
@@ -76,6 +89,9 @@ def load_source(source: Source) -> Config:
                                 f"write the root of the tree in {_budgets.ROOT_FILE}", "missing"))
     clusters = [d for d in policy_docs if d.data["kind"] == "Clusters"]
     schedule = [d for d in policy_docs if d.data["kind"] == "SchedulingPolicy"]
+    if overrides and not schedule and not problems:  # nothing to set them in
+        problems.append(Problem("--set", 0, 0, "no scheduling policy to set knobs in",
+                                "write policies/scheduling.yaml (kind SchedulingPolicy)", "missing"))
     bad = len(policy_files) - len(policy_docs) if source.has_dir("policies") else 1
     policy, found = _policies.assemble(clusters, schedule, bad)
     problems.extend(found)
@@ -86,6 +102,38 @@ def load_source(source: Source) -> Config:
     except TreeError as err:  # pragma: no cover - the semantic checks above catch these first
         raise UserError([Problem("budgets", 0, 0, str(err), "", "tree")]) from None
     return Config(tree=tree, policy=policy, origin=source.origin, revision=source.revision,
-                  files=MappingProxyType(dict(sorted(files.items()))))
+                  files=MappingProxyType(dict(sorted(files.items()))),
+                  overrides=tuple(f"{k}={json.dumps(v)}" for k, v in (overrides or {}).items()))
+
+
+def _is_knob(key: str) -> bool:
+    """Is the dotted ``key`` a leaf of the scheduling policy's schema (``placement.loans``)?"""
+    node: Any = validator_for("SchedulingPolicy").schema
+    for part in key.split("."):
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not props or part not in props or part in ("apiVersion", "kind"):
+            return False
+        node = props[part]
+    return node.get("type") != "object"
+
+
+def _unknown_knob(key: str) -> Problem:
+    return Problem("--set", 0, 0, f"{key!r} is not a knob of the scheduling policy",
+                   "name a setting of policies/scheduling.yaml by its path, e.g. placement.loans "
+                   "or fairShare.lookback", "unknown-knob")
+
+
+def _override(data: dict, overrides: Mapping[str, Any]) -> None:
+    """Set each known dotted knob of ``overrides`` in the parsed policy ``data``."""
+    for key, value in overrides.items():
+        if not _is_knob(key):
+            continue
+        *path, last = key.split(".")
+        node = data
+        for part in path:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[last] = value
 
 

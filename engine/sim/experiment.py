@@ -40,6 +40,7 @@ class Experiment:
             "horizon_s": round(float(next(iter(self.results.values())).horizon), 3)
             if self.results else None,
             "config": {"origin": self.config.origin, "revision": self.config.revision,
+                       "overrides": list(self.config.overrides),
                        "leaves": len(self.config.tree.leaves()),
                        "clusters": {c.name: {"nodes": c.nodes, "gpus": c.gpus, "gpu_type": c.gpu_type}
                                     for c in pol.clusters},

@@ -91,7 +91,8 @@ def markdown(summary: dict[str, Any]) -> str:
            f"- Config: {cfg['origin'] or '(in memory)'}"
            f"{' @ ' + cfg['revision'][:12] if cfg['revision'] else ''}, {cfg['leaves']} budget leaves, "
            + ", ".join(f"{n} {c['nodes']}x{c['gpus'] // max(1, c['nodes'])} {c['gpu_type']}"
-                       for n, c in cfg["clusters"].items()) + f" ({cfg['gpus']} GPUs).",
+                       for n, c in cfg["clusters"].items()) + f" ({cfg['gpus']} GPUs)"
+           + (f"; set on the command line: {', '.join(cfg['overrides'])}." if cfg.get("overrides") else "."),
            f"- Lookback {approx_duration(cfg['lookback_s'])}, min-runtime cap {approx_duration(cfg['min_runtime_cap_s'])},"
            f" scheduling pass every {approx_duration(cfg['scheduling_interval_s'])}; seed {exp['seed']};"
            f" checkpoint loss {approx_duration(exp['options']['checkpoint_loss_s'])},"

@@ -51,3 +51,25 @@ def test_user_errors_are_reported_not_raised(tmp_path, capsys):
     rc = main(["simulate", "--root", str(ROOT), "--window", "5d:2d", "--trace", "helios"])
     assert rc == 1
     assert "bad window" in capsys.readouterr().err
+
+
+def test_set_replaces_a_policy_knob_for_the_run_and_checks_it(tmp_path, capsys):
+    """``--set KNOB=VALUE`` changes a knob of policies/scheduling.yaml for this run only; the
+    value passes the file's checks; unknown knobs and bad values are user errors."""
+    out = tmp_path / "rep"
+    rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)),
+               "--cluster", "h100:2", "--baseline", "none", "--demand-ratio", "0",
+               "--set", "placement.loans=true", "--set", "fairShare.lookback=2d",
+               "--out", str(out), "--no-pictures", "--format", "json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["experiment"]["config"]["overrides"] == ["placement.loans=true", 'fairShare.lookback="2d"']
+    assert doc["experiment"]["config"]["lookback_s"] == 2 * 86400
+    assert 'set on the command line: placement.loans=true, fairShare.lookback="2d"' in (out / "report.md").read_text()
+    for bad, words in ((["--set", "placement.loanz=true"], "'placement.loanz' is not a knob"),
+                       (["--set", "placement.loans=maybe"], "placement.loans must be true or false"),
+                       (["--set", "placement"], "is not KNOB=VALUE"),
+                       (["--set", "placement=1"], "'placement' is not a knob")):
+        rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)), *bad])
+        assert rc == 1
+        assert words in capsys.readouterr().err, bad

@@ -49,8 +49,10 @@ decisions (decisions do not depend on them): "can never fit" per node layout and
 funded work that depend on the workload alone (:mod:`engine.core.queue`),
 what each running workload alone gives (GPUs, charged leaf, charge rate, release:
 :mod:`engine.core.running_facts`). Within a pass, victims are built and indexed on the first
-victim search, and running work is sorted as releases once, on the first reservation
-(:mod:`engine.core.releases`).
+victim search, running work is sorted as releases once, on the first reservation
+(:mod:`engine.core.releases`), and which reservations keep a workload off, and why, is
+worked out once per leaf, min runtime, reservations so far and projection
+(:class:`~engine.core.reservation.Holds`); the why is the one at the workload's turn.
 """
 
 from __future__ import annotations

@@ -324,10 +324,6 @@ class Holds:
             return "pingpong"
         return None
 
-    def backfill_ok(self, e: Entry, res: Reservation) -> bool:
-        """May ``e`` use ``res``'s nodes? (See :meth:`blocker`.)"""
-        return self.blocker(e, res) is None
-
     def kept_off(self, e: Entry) -> frozenset[str]:
         """The reserved nodes ``e`` may not use (see :meth:`blocker`)."""
         return self._kept_off(e)[0] if e.leaf is not None else frozenset()

@@ -121,7 +121,7 @@ def kept_off(p: PassView, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -
 
 
 def _kept_off(p: PassView, e: Entry, res: Reservation, code: str) -> str:
-    assert e.rank is not None  # unallocated work may always use reserved nodes (Holds.backfill_ok)
+    assert e.rank is not None  # unallocated work may always use reserved nodes (Holds.blocker)
     c = e.workload.contract
     nodes = sorted(res.nodes)
     where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"

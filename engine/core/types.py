@@ -132,8 +132,9 @@ class Admit:
 
 def as_run(workload: Workload, loan: bool) -> Workload:
     """``workload`` as it runs once admitted: itself, or on loan (``Admit.loan``) the same
-    workload without a budget (unallocated for this run). Every shell starts work through this."""
-    if not loan:
+    workload without a budget (unallocated for this run). Every shell starts work through this.
+    Only allocated work is ever lent: unallocated work is itself either way."""
+    if not loan or not workload.contract.allocated:
         return workload
     return replace(workload, contract=replace(
         workload.contract, budget=None,

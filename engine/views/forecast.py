@@ -120,7 +120,8 @@ class _Seeded:
         if wid in self.fresh:
             s = self.seeded[wid]
             return Running(self.orig[wid], r.placement, s.started_at, s.protected_until)
-        # a run on loan (Admit.loan) stays unallocated, as the simulator started it
+        # a run on loan (Admit.loan) stays unallocated, as the simulator started it (as_run
+        # leaves work that is unallocated anyway as it is)
         w = as_run(self.orig[wid], r.workload.contract.budget is None)
         return Running(w, r.placement, r.started_at, r.protected_until)
 

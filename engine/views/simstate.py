@@ -129,8 +129,8 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
                 live.add(tid)
                 task = tasks[tid]
                 placement = Placement(tuple(sorted((n, len(idx)) for n, idx in s.gpus)))
-                wl = workload_of(task)  # a funded task's unallocated run is on loan
-                running.append(Running(as_run(wl, wl.contract.allocated and not s.allocated),
+                # a funded task's unallocated run is on loan (as_run keeps free work as it is)
+                running.append(Running(as_run(workload_of(task), not s.allocated),
                                        placement, s.start, s.protected_until))
                 overhead = options.restart_overhead_s if i > 0 else 0.0
                 expected[tid] = s.start + overhead + remaining_runtime(task, segs[:i], options)

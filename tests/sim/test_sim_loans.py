@@ -75,3 +75,16 @@ def test_the_summary_counts_gpu_hours_on_loan_and_the_report_shows_them_only_the
     rows = dict(summary_rows({"schedulers": {"budget": lent}}))
     assert rows["  of it funded work on loan"] == ["1 GPU-h"]
     assert "  of it funded work on loan" not in dict(summary_rows({"schedulers": {"budget": plain}}))
+
+
+def test_only_funded_work_is_ever_lent():
+    """as_run: a loan drops the budget of funded work; free work stays exactly as it is (the
+    forecast and the views rebuild runs through it without knowing which ones were lent)."""
+    from engine.core.types import Contract, Workload, as_run
+
+    funded = Workload("f", Contract(budget="a", min_runtime_s=600.0), 0.0)
+    free = Workload("u", Contract(budget=None, min_runtime_s=0.0, note="no budget label"), 0.0)
+    lent = as_run(funded, True)
+    assert lent.contract.budget is None and "on loan" in lent.contract.note
+    assert as_run(funded, False) is funded
+    assert as_run(free, True) is free

@@ -78,10 +78,12 @@ def _read_dir(source: Source, directory: str, kinds: tuple[str, ...], problems: 
 def load_source(source: Source, overrides: Mapping[str, Any] | None = None) -> Config:
     """Load and validate the configuration read from ``source`` (with ``overrides``: module
     docstring)."""
-    problems: list[Problem] = [_unknown_knob(k) for k in overrides or {} if not _is_knob(k)]
+    overrides = overrides or {}
+    knobs = {k: v for k, v in overrides.items() if _is_knob(k)}  # set in the policy document
+    problems: list[Problem] = [_unknown_knob(k) for k in overrides if k not in knobs]
     budget_docs, budget_files = _read_dir(source, "budgets", ("Budget",), problems)
     policy_docs, policy_files = _read_dir(source, "policies", ("Clusters", "SchedulingPolicy"),
-                                          problems, overrides)
+                                          problems, knobs)
     nodes, files, found = _budgets.assemble(budget_docs, set(budget_files))
     problems.extend(found)
     if source.has_dir("budgets") and not budget_files:
@@ -89,7 +91,7 @@ def load_source(source: Source, overrides: Mapping[str, Any] | None = None) -> C
                                 f"write the root of the tree in {_budgets.ROOT_FILE}", "missing"))
     clusters = [d for d in policy_docs if d.data["kind"] == "Clusters"]
     schedule = [d for d in policy_docs if d.data["kind"] == "SchedulingPolicy"]
-    if overrides and not schedule and not problems:  # nothing to set them in
+    if knobs and not schedule and not problems:  # nothing to set them in
         problems.append(Problem("--set", 0, 0, "no scheduling policy to set knobs in",
                                 "write policies/scheduling.yaml (kind SchedulingPolicy)", "missing"))
     bad = len(policy_files) - len(policy_docs) if source.has_dir("policies") else 1
@@ -103,7 +105,7 @@ def load_source(source: Source, overrides: Mapping[str, Any] | None = None) -> C
         raise UserError([Problem("budgets", 0, 0, str(err), "", "tree")]) from None
     return Config(tree=tree, policy=policy, origin=source.origin, revision=source.revision,
                   files=MappingProxyType(dict(sorted(files.items()))),
-                  overrides=tuple(f"{k}={json.dumps(v)}" for k, v in (overrides or {}).items()))
+                  overrides=tuple(f"{k}={json.dumps(v)}" for k, v in knobs.items()))
 
 
 def _is_knob(key: str) -> bool:
@@ -123,11 +125,9 @@ def _unknown_knob(key: str) -> Problem:
                    "or fairShare.lookback", "unknown-knob")
 
 
-def _override(data: dict, overrides: Mapping[str, Any]) -> None:
-    """Set each known dotted knob of ``overrides`` in the parsed policy ``data``."""
-    for key, value in overrides.items():
-        if not _is_knob(key):
-            continue
+def _override(data: dict, knobs: Mapping[str, Any]) -> None:
+    """Set each dotted knob (checked by :func:`_is_knob`) in the parsed policy ``data``."""
+    for key, value in knobs.items():
         *path, last = key.split(".")
         node = data
         for part in path:

@@ -93,7 +93,8 @@ class PolicySource:
         self.interval_s = interval_s
         self.timer = timer
         self.mode = "default" if not location else ("git" if _is_git(location) else "dir")
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="allot-policy-"))
+        # the clone's home; a temporary one is made only when a git source is first fetched
+        self.workdir: Path | None = Path(workdir) if workdir else None
         self.config: Config | None = None
         self.revision: str | None = None  # the revision in force
         self.invalid: dict[str, str] = {}  # rejected revision -> problems
@@ -139,6 +140,8 @@ class PolicySource:
     def _fetch(self) -> str:
         """Clone or fetch; the sha at the tip of the followed branch."""
         if self._repo is None:
+            if self.workdir is None:
+                self.workdir = Path(tempfile.mkdtemp(prefix="allot-policy-"))
             target = self.workdir / "repo.git"
             if (target / "HEAD").exists():
                 self._repo = pygit2.Repository(str(target))

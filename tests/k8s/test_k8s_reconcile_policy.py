@@ -120,3 +120,20 @@ def test_reconciler_keeps_scheduling_with_the_last_good_commit(kube_emulator, ku
     report = r.run_pass()
     assert report.policy_event.kind == "applied" and report.revision == fixed
     assert r.metrics.get("allot_policy_invalid", revision=bad) is None
+
+
+def test_only_a_git_source_gets_a_clone_directory(policy_repo, tmp_path, monkeypatch):
+    """The embedded default and a plain directory are read in place: no temporary clone
+    directory is made (the reconciler used to leave one per start); a git source without
+    --workdir gets one on its first fetch."""
+    work, _repo, _first = policy_repo
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    for source in (PolicySource(None), PolicySource(str(tmp_path / "plain"))):
+        source.poll(force=True)
+        assert source.workdir is None
+    assert list((tmp_path / "tmp").iterdir()) == []
+    git = PolicySource(str(work), branch="main")
+    assert git.poll(force=True).kind == "applied"
+    assert git.workdir is not None and git.workdir.parent == tmp_path / "tmp"
+    assert (git.workdir / "repo.git" / "HEAD").exists()

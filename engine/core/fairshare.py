@@ -132,7 +132,8 @@ def still_ranks_above(tree: BudgetTree, usage: Mapping[str, float], winner: str,
 def outranked_after_charge(tree: BudgetTree, usage: Mapping[str, float], winner: str, extra: float,
                            leaves_under: Mapping[str, tuple[str, ...]],
                            ahead: Mapping[str, float] | None = None,
-                           behind: Mapping[str, float] | None = None) -> frozenset[str]:
+                           behind: Mapping[str, float] | None = None,
+                           behind_max: Mapping[str, float] | None = None) -> frozenset[str]:
     """Every leaf ``L`` such that ``still_ranks_above(tree, usage, winner, L, extra, ahead,
     behind)``, in O(depth x siblings): at each level of ``winner``'s path, a sibling subtree
     is taken whole when the path node, charged ``extra`` (and ``ahead``), still sorts before
@@ -140,7 +141,13 @@ def outranked_after_charge(tree: BudgetTree, usage: Mapping[str, float], winner:
     node to the leaves of its subtree. Without ``behind``, charging only raises the path
     node's sort key, so these leaves also rank below ``winner`` now; ``behind`` can lift a
     sibling that ranks above ``winner`` now, so callers that need "ranks lower now" too
-    must check it."""
+    must check it.
+
+    ``behind_max`` (optional) bounds ``behind`` from above, node by node, as floats (0 <=
+    behind <= behind_max). A sibling's sort key only grows with its charge, so the test is
+    settled without looking ``behind`` up when it holds with no charge or fails with the
+    bound; only the others read ``behind`` (where a projection sums it on first lookup, this
+    spares most sums: the same answer)."""
     out: list[str] = []
     path = tree.path(winner)
     for depth in range(1, len(path)):
@@ -152,9 +159,18 @@ def outranked_after_charge(tree: BudgetTree, usage: Mapping[str, float], winner:
             if sib == mine:
                 continue
             ss = tree.nodes[sib].share_pct
-            us = usage.get(sib, 0.0) + (behind.get(sib, 0.0) if behind else 0.0)
-            if key < (-level_fairshare(ss, us), -ss, us, sib):
-                out.extend(leaves_under[sib])
+            us = usage.get(sib, 0.0)
+            if not key < (-level_fairshare(ss, us), -ss, us, sib):  # (no charge behind)
+                if not behind:
+                    continue
+                if behind_max is not None:
+                    top = us + behind_max.get(sib, 0.0)
+                    if not key < (-level_fairshare(ss, top), -ss, top, sib):
+                        continue
+                us += behind.get(sib, 0.0)
+                if not key < (-level_fairshare(ss, us), -ss, us, sib):
+                    continue
+            out.extend(leaves_under[sib])
     return frozenset(out)
 
 

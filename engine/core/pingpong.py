@@ -13,6 +13,7 @@ are those of the two functions, from the same floats; nothing is kept across dec
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 from engine.core.fairshare import ChargeOrder, outranked_after_charge, still_ranks_above
@@ -71,7 +72,8 @@ class PingPongLeaves:
         order = self._order(m)
         if order is None:
             return outranked_after_charge(self.tree, self.usage, leaf, extra, self._under,
-                                          self.proj.ahead(m), self.proj.behind(m)) & lower
+                                          self.proj.ahead(m), self.proj.behind(m),
+                                          self.proj.behind(math.inf)) & lower
         return self._sorted_leaves(order, leaf, extra, m, lower)
 
     def still_above(self, winner: str, loser: str, extra: float, m: float) -> bool:

@@ -15,6 +15,7 @@ exactly the answers of the plain definitions, on random worlds (fixed seeds):
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -213,6 +214,9 @@ def test_pingpong_leaves_match_the_plain_functions():
             ahead, behind = proj.ahead(m), proj.behind(m)
             expect = outranked_after_charge(TREE, used, leaf, extra, under, ahead, behind) & lower
             assert sets.leaves(leaf, (extra, m), lower) == expect
+            # bounded by the charge over an unbounded horizon: the lookups it spares change nothing
+            assert outranked_after_charge(TREE, used, leaf, extra, under, ahead, behind,
+                                          proj.behind(math.inf)) & lower == expect
             loser = rnd.choice(TREE_LEAVES)
             assert (sets.still_above(leaf, loser, extra, m)
                     == still_ranks_above(TREE, used, leaf, loser, extra, ahead, behind))

@@ -164,10 +164,13 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
     total = gpus_per_pod * pods
     # 1. one node if it can
     best: _Best | None | Scan = SCAN
-    if isinstance(by_node, VictimIndex):
-        held = by_node.held
-        if by_node.worth_sorting(tuple(clusters), total):
-            best = cheapest_node(total, clusters, pool, by_node, ok, exclude, debug_ok)
+    index = by_node if isinstance(by_node, VictimIndex) else None
+    if index is not None:
+        held = index.held
+    if all(pool.max_node.get(c, 0) < total for c in clusters):
+        best = None  # no node is that big
+    elif index is not None and index.worth_sorting(tuple(clusters), total):
+        best = cheapest_node(total, clusters, pool, index, ok, exclude, debug_ok)
     if best is SCAN:
         best = _scan_nodes(total, clusters, pool, by_node, ok, exclude, held, debug_ok)
     if pods == 1:
@@ -178,8 +181,9 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
         for key, members in sorted(pool.groups[c].items()):
             # the group's free and victims' GPUs bound its pod slots (a sum of floors is at
             # most the floor of the sum; excluded nodes only take slots away)
-            if held is not None and (group_free[key] + sum(map(held.get, members, repeat(0)))
-                                     ) // gpus_per_pod < pods:
+            if held is not None and (group_free[key] + (
+                    index.held_in(key, members) if index is not None
+                    else sum(map(held.get, members, repeat(0))))) // gpus_per_pod < pods:
                 continue
             names = [n for n in members if n not in exclude]
             if held is not None and sum((pool.free[n] + held.get(n, 0)) // gpus_per_pod

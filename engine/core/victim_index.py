@@ -102,6 +102,16 @@ class VictimIndex:
         self._sums: dict[str, _NodeSums] = {}  # per node, dropped when its victims change
         self._sorted: dict[tuple[str, int], _Sorted] = {}
         self._searches: dict[tuple, int] = {}  # (clusters, total) -> searches so far
+        self._group_held: dict[object, int] = {}  # node group -> GPUs victims hold in it
+
+    def held_in(self, group: object, members: Sequence[str]) -> int:
+        """GPUs alive victims hold on the nodes ``members`` of node group ``group`` (kept
+        until a victim goes)."""
+        found = self._group_held.get(group)
+        if found is None:
+            held = self.held.get
+            found = self._group_held[group] = sum(held(n, 0) for n in members)
+        return found
 
     def get(self, node: str, default: Sequence[Victim] = ()) -> Sequence[Victim]:
         return self.on.get(node, default)
@@ -114,6 +124,7 @@ class VictimIndex:
             self.held[n] -= g
             self._sums.pop(n, None)
             self._log.append(n)
+        self._group_held.clear()
         if victim.leaf is None:
             self.unallocated -= 1
         else:

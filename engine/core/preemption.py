@@ -250,9 +250,11 @@ class Projection:
     seconds, :meth:`behind` the certain one (protected runs only). Updated as a decision
     admits and preempts; ``version`` changes on every update (callers key caches on it).
 
-    The protected runs are kept in the order they were added, grouped under every node of
-    their path as they are added in bulk (:meth:`add_all`); a node with none then gathers
-    those added later from their indices per charged leaf when :meth:`behind` first asks."""
+    The protected runs are kept in the order they were added, with their indices per
+    charged leaf; a node gathers the runs under it (merging its leaves' indices back into
+    that order) when :meth:`behind` first asks for it, and :meth:`add` appends to the
+    nodes gathered so far. (A busy decision asks for a few nodes of the tree, so gathering
+    every run under every node of its path up front cost more.)"""
 
     def __init__(self, tree: BudgetTree):
         self.tree = tree
@@ -302,7 +304,7 @@ class Projection:
                 self.add(leaf, rate, seconds)
             return
         rates, paths, protected, tree, runs = self.rate, self.paths, self.protected, self.tree, self._runs
-        spans, under = self._spans, self._under
+        spans = self._spans
         exact = whole and not rates  # (rates already there may not be whole)
         per_leaf: dict[str, float] = {}
         for leaf, rate, seconds in charges:
@@ -321,14 +323,7 @@ class Projection:
                 else:
                     mine.append(len(protected))
                 protected.append((path, rate, seconds))
-                run = (rate, seconds)
-                spans.append(run)
-                for n in path:  # grouped under every node of its path, in one walk
-                    found = under.get(n)
-                    if found is None:
-                        under[n] = [run]
-                    else:
-                        found.append(run)
+                spans.append((rate, seconds))
         for leaf, rate in per_leaf.items():
             for n in paths[leaf]:
                 rates[n] = rates.get(n, 0.0) + rate

@@ -374,13 +374,18 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     actions: list[Action] = [*p.node_actions, *p.evictions]
     actions += [Reject(w.id, reason) for w, reason in rejects]
     actions += p.actions
-    admitted = {a.workload_id: a for a in p.actions if isinstance(a, Admit)}
-    # id -> (builder, *arguments): a status is built on first access (StatusMap)
-    thunks: dict[str, tuple] = {w.id: (WorkloadStatus, w.id, "rejected", reason)
-                                for w, reason in rejects}
     view: PassView = p  # what the statuses may read of the pass (mypy checks it conforms)
-    thunks.update({e.workload.id: (pending_status, view, e, pos, outcome, admitted)
-                   for pos, e in enumerate(kept, 1)})
-    evictions = {a.workload_id: a for a in p.evictions}
-    thunks.update({r.workload.id: (running_status, view, r, evictions) for r in snapshot.running})
+
+    def thunks() -> dict[str, tuple]:
+        """id -> (builder, *arguments): a status is built on first access (StatusMap); the
+        index itself is made when the statuses are first read (the simulator reads none)."""
+        admitted = {a.workload_id: a for a in p.actions if isinstance(a, Admit)}
+        index: dict[str, tuple] = {w.id: (WorkloadStatus, w.id, "rejected", reason)
+                                   for w, reason in rejects}
+        index.update({e.workload.id: (pending_status, view, e, pos, outcome, admitted)
+                      for pos, e in enumerate(kept, 1)})
+        evictions = {a.workload_id: a for a in p.evictions}
+        index.update({r.workload.id: (running_status, view, r, evictions) for r in snapshot.running})
+        return index
+
     return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks)

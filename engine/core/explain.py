@@ -10,7 +10,7 @@ thousands of times and reads few statuses), but the mapping behaves as a plain r
 from __future__ import annotations
 
 import math
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from engine.core.types import Contract, LeafRank, WorkloadStatus
 from engine.durations import format_duration
@@ -19,12 +19,22 @@ from engine.durations import format_duration
 class StatusMap(Mapping[str, WorkloadStatus]):
     """Read-only mapping workload id -> status, each built lazily and cached. ``thunks`` maps
     an id to ``(builder, *arguments)``: the status is ``builder(*arguments)`` (a tuple costs
-    less to make than a closure, for thousands of workloads per decision)."""
+    less to make than a closure, for thousands of workloads per decision). ``thunks`` may also
+    be a function that returns that mapping, called on first use (the simulator reads no
+    status, so a decision then never indexes its hundreds of workloads)."""
 
-    def __init__(self, thunks: dict[str, tuple]):
-        self._thunks = thunks
+    def __init__(self, thunks: dict[str, tuple] | Callable[[], dict[str, tuple]]):
+        self._make = thunks if callable(thunks) else None
+        self._index = None if callable(thunks) else thunks
         self._done: dict[str, WorkloadStatus] = {}
         self._keys: list[str] | None = None  # sorted on first iteration
+
+    @property
+    def _thunks(self) -> dict[str, tuple]:
+        if self._index is None:
+            assert self._make is not None
+            self._index = self._make()
+        return self._index
 
     def __getitem__(self, key: str) -> WorkloadStatus:
         status = self._done.get(key)

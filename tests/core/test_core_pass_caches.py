@@ -8,7 +8,9 @@
   equals a fresh computation, and starts afresh for another tree or other weights.
 * ``Projection.add_all(..., whole=True)`` (rates summed per leaf first) equals ``add`` one
   by one when every rate is a whole number; a projection's runs under a node are the same
-  whether grouped in bulk or gathered on request.
+  whether gathered early (then kept up to date by ``add``) or on request at the end.
+* ``Decision.statuses`` makes its index only when first read, and then reads as the dict
+  of every workload's status.
 * ``Pool.group_free`` equals the sums of free GPUs per group as the pool changes.
 * :class:`~engine.core.queue.FundedParts` (queue parts of funded work, across decisions)
   gives the entries of a cold queue, for other trees and debug rules; ``decide`` gives the
@@ -130,7 +132,7 @@ def test_whole_rates_summed_per_leaf_equal_one_by_one():
             one.add(*c)
             bulk.add(*c)
         assert _state(bulk) == _state(one)
-        lazy = Projection(TREE)  # runs added one by one, gathered per node on request
+        lazy = Projection(TREE)  # runs added one by one, gathered per node only at the end
         for c in charges + more:
             lazy.add(*c)
         assert [lazy.protected_under(n) for n in NODES] == [one.protected_under(n) for n in NODES]
@@ -187,3 +189,18 @@ def test_decide_same_with_pass_caches_cold_or_warm(monkeypatch):
         monkeypatch.setattr(decide_module, "_FACTS", RunningFacts())
         cold.append(_outcome(*w))
     assert warm == cold
+
+
+def test_statuses_are_indexed_on_first_read():
+    from engine.core.decide import decide
+    from tests.core.test_core_layout_cache import _world
+
+    rnd = random.Random(4)
+    for _ in range(10):
+        snapshot, config, now = _world(rnd)
+        d = decide(snapshot, config, now)
+        assert d.statuses._index is None  # (nothing read yet: the simulator's case)
+        ids = sorted({w.id for w in snapshot.pending} | {r.workload.id for r in snapshot.running})
+        assert list(d.statuses) == ids and len(d.statuses) == len(ids)
+        assert all(d.statuses[i].workload_id == i for i in ids)
+        assert dict(d.statuses) == dict(decide(snapshot, config, now).statuses)

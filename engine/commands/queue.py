@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.views.derived import queue_rows
+    from engine.views.derived import document, queue_rows
     from engine.views.tables import queue_text
 
     state = load_state(args)
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(problems)
     rows = queue_rows(state, args.cluster, args.team)
     if args.format == "json":
-        doc = state.to_dict() if args.full else {"now": state.now, "cluster": args.cluster, "team": args.team,
+        doc = document(state) if args.full else {"now": state.now, "cluster": args.cluster, "team": args.team,
                                                  "order": "rank, priority, submit time; unallocated last",
                                                  "queue": rows, "notes": state.notes}
         print(json.dumps(doc, indent=None if args.full else 2))

@@ -29,6 +29,7 @@ from typing import Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
 from engine.errors import UserError
+from engine.views.derived import document
 from engine.views.state import ViewState
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -57,7 +58,7 @@ def handles(path: str) -> bool:
 def _state_json(state: ViewState) -> bytes:
     with _cache_lock:
         if _cache["state"] is not state:
-            _cache["body"] = json.dumps(state.to_dict(), allow_nan=False).encode()
+            _cache["body"] = json.dumps(document(state), allow_nan=False).encode()
             _cache["state"] = state
         return _cache["body"]  # type: ignore[return-value]
 

@@ -143,6 +143,13 @@ def timeline(state: ViewState, hours: float = TIMELINE_HOURS) -> dict[str, Any]:
     return {"start": start, "end": state.now, "rows": rows, "bars": bars, "unhealthy": unhealthy}
 
 
+def document(state: ViewState) -> dict[str, Any]:
+    """The state's JSON (:meth:`ViewState.to_dict`) with its derived views under ``views``:
+    what the dashboard and ``allot queue --full`` serve (``ViewState.from_dict`` reads it back,
+    ignoring the views)."""
+    return {**state.to_dict(), "views": derived_views(state)}
+
+
 def derived_views(state: ViewState) -> dict[str, Any]:
     from engine.views.series import usage_series
 

@@ -132,8 +132,10 @@ class ViewState:
 
     # ------------------------------------------------------------------ JSON
 
-    def to_dict(self, views: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, Any]:
+        """The state as JSON-safe data (:meth:`from_dict` reads it back); what the dashboard
+        draws from it is added by :func:`engine.views.derived.document`."""
+        return {
             "version": VERSION, "source": self.source, "now": self.now, "meta": self.meta,
             "notes": list(self.notes),
             "config": config_to_dict(self.config),
@@ -145,11 +147,6 @@ class ViewState:
             "expected": {k: num(v) for k, v in self.expected.items()},
             "finished": self.finished,
         }
-        if views:
-            from engine.views.derived import derived_views
-
-            out["views"] = derived_views(self)
-        return out
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "ViewState":

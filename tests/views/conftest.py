@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from engine.views.derived import document
 from engine.views.simstate import default_simulation, state_from_sim
 
 
@@ -23,7 +24,7 @@ def sim_state(sim_result):
 @pytest.fixture(scope="session")
 def state_file(sim_state, tmp_path_factory):
     path = tmp_path_factory.mktemp("state") / "state.json"
-    path.write_text(json.dumps(sim_state.to_dict(), allow_nan=False))
+    path.write_text(json.dumps(document(sim_state), allow_nan=False))
     return path
 
 

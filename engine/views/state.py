@@ -20,8 +20,9 @@ from the reconciler's passes), served as JSON at ``/api/state`` and read back by
 * ``finished``: workloads no longer in the snapshot (done, rejected, killed) with their end.
 * ``notes``: what the shell wants every reader to know (e.g. "simulated state at t=...").
 
-JSON: :meth:`ViewState.to_dict` adds derived ``views`` (tree with ranks, queue, statuses) for
-the dashboard; :meth:`ViewState.from_dict` ignores them and rebuilds from the inputs.
+JSON: :meth:`ViewState.to_dict` writes these inputs; :func:`engine.views.derived.document`
+adds the derived ``views`` (tree with ranks, queue, statuses) the dashboard draws;
+:meth:`ViewState.from_dict` ignores them and rebuilds from the inputs.
 """
 
 from __future__ import annotations

@@ -44,6 +44,20 @@ def test_simulate_text_table_with_derived_tree(tmp_path, capsys):
     assert "p90 queue wait, debug" in text and "budget" in text
 
 
+def test_without_root_a_directory_without_config_uses_the_embedded_default(tmp_path, capsys,
+                                                                          monkeypatch):
+    """Run from anywhere (no budgets/ or policies/ here), ``allot simulate`` uses the embedded
+    default config, like every other command, instead of failing on the current directory."""
+    monkeypatch.chdir(tmp_path)
+    rc = main(["simulate", "--trace", str(trace_file(tmp_path)), "--cluster", "h100:2",
+               "--baseline", "none", "--demand-ratio", "0", "--out", str(tmp_path / "r"),
+               "--no-pictures", "--format", "json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["experiment"]["config"]["origin"] == str(ROOT)
+    assert doc["schedulers"]["budget"]["tasks"]["submitted"] == 40
+
+
 def test_user_errors_are_reported_not_raised(tmp_path, capsys):
     rc = main(["simulate", "--root", str(ROOT), "--trace", str(tmp_path / "missing.csv")])
     assert rc == 1

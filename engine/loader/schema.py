@@ -13,7 +13,6 @@ import difflib
 import json
 from dataclasses import replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -22,8 +21,9 @@ from jsonschema.exceptions import ValidationError
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
 from engine.loader.yamlread import Document, field_name
+from engine.resources import repo_root
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schemas"
+SCHEMA_DIR = repo_root() / "schemas"
 
 KIND_SCHEMAS: dict[str, str] = {
     "Budget": "budget.schema.json",
@@ -39,7 +39,8 @@ def validator_for(kind: str) -> Draft202012Validator:
     path = SCHEMA_DIR / KIND_SCHEMAS[kind]
     if not path.is_file():
         raise UserError([Problem(str(path), 0, 0, "the JSON Schemas of Allot are missing",
-                                 "install Allot from its repository checkout (pip install -e .)", "install")])
+                                 "reinstall Allot from its repository (pip install . or pip install -e .): "
+                                 "the schemas/ directory travels with it", "install")])
     schema = json.loads(path.read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from engine.errors import Problem, UserError
+from engine.resources import repo_root
 
 CONFIG_DIRS = ("budgets", "policies")
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -35,11 +36,6 @@ class Source(Protocol):
 
     def has_dir(self, directory: str) -> bool:
         """Whether ``directory`` exists."""
-
-
-def repo_root() -> Path:
-    """The directory holding this package (the repository with the embedded default config)."""
-    return Path(__file__).resolve().parent.parent.parent
 
 
 def default_root() -> Path:

@@ -25,11 +25,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-import engine
 from engine.errors import Problem, UserError
+from engine.resources import repo_root
 from engine.sim.trace import Task, Trace, _open_text, read_trace_file, task_from_record
 
-TRACES_DIR = Path(engine.__file__).resolve().parent.parent / "traces"
+TRACES_DIR = repo_root() / "traces"
 BUNDLED = {
     "philly": ("philly", TRACES_DIR / "philly" / "philly.csv.gz"),
     "helios": ("helios", TRACES_DIR / "helios" / "helios_data_training.csv.gz"),

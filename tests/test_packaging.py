@@ -59,10 +59,16 @@ def test_commands_run_from_the_installed_wheel(installed, tmp_path):
     done = allot(installed, tmp_path, "validate", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ok"] is True
-    # a configuration of the user's own is checked against the schemas the wheel carries
-    config = tmp_path / "mine"
+    config = tmp_path / "mine"  # a policy repository of the user's own
     shutil.copytree(ROOT / "budgets", config / "budgets")
     shutil.copytree(ROOT / "policies", config / "policies")
+    # CODEOWNERS belongs to a policy repository, not to the installed package's copy
+    done = allot(installed, tmp_path, "codeowners")
+    assert done.returncode == 1 and "give its PATH" in done.stderr
+    assert not (installed / "engine" / "_embedded" / ".github").exists()
+    done = allot(installed, tmp_path, "codeowners", str(config), "--output", "-")
+    assert done.returncode == 0 and "budgets/" in done.stdout
+    # ... checked against the schemas the wheel carries
     (config / "policies" / "scheduling.yaml").write_text(
         (ROOT / "policies" / "scheduling.yaml").read_text().replace("loans: false", "loans: maybe"))
     done = allot(installed, tmp_path, "validate", str(config))

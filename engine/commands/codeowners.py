@@ -15,6 +15,7 @@ from pathlib import Path
 from engine.codeowners import CODEOWNERS_PATH, generate
 from engine.errors import Problem, UserError
 from engine.loader import default_root, load_config
+from engine.resources import EMBEDDED
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,6 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = Path(args.path) if args.path is not None else default_root()
+    if root == EMBEDDED and args.output != "-":  # (an installed package's own copy)
+        raise UserError([Problem("PATH", 0, 0, "no budgets/ and policies/ in the current directory",
+                                 "run it in your policy repository, or give its PATH "
+                                 "(or --output - to print the file)", "usage")])
     config = load_config(root)
     text = generate(config)
     if args.output == "-":

@@ -171,6 +171,9 @@ def _number(spec: str, unit: str = "") -> Callable[[float | None], str]:
     return lambda v: "–" if v is None else f"{v:{spec}}{unit}"
 
 
+HIDDEN_WHEN_NONE = frozenset({"on_loan_gpu_h"})  # rows of a feature neither side used
+
+
 def _overall_table(replay: ReplayImpact) -> str:
     labels: dict[str, tuple[str, Callable[[float | None], str]]] = {
         "offered_demand": ("offered demand / capacity", _number(".2f", "×")),
@@ -191,8 +194,8 @@ def _overall_table(replay: ReplayImpact) -> str:
     for key, (label, fmt) in labels.items():
         if key in replay.overall:
             p = replay.overall[key]
-            if key == "on_loan_gpu_h" and not (p.before or p.after):
-                continue  # no loans on either side (placement.loans off): no row
+            if key in HIDDEN_WHEN_NONE and not (p.before or p.after):
+                continue  # e.g. no loans on either side (placement.loans off): no row
             rows.append((label, fmt(p.before), fmt(p.after)))
     return _table(("cluster-wide", "before", "after"), rows)
 

@@ -171,7 +171,9 @@ def node_start(free: int, total: int, node: str, releases: Sequence[Release]) ->
     if free >= total:
         return -math.inf
     for t, _, on in releases:
-        free += dict(on)[node]
+        for n, g in on:  # (its GPUs on this node: a release is listed on its own nodes only)
+            if n == node:
+                free += g
         if free >= total:
             return t
     return math.inf

@@ -10,6 +10,7 @@ on the import path.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from engine.resources import DIRECTORIES
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md",
@@ -50,6 +53,12 @@ def allot(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_the_wheel_carries_the_repository_files(installed):
     embedded = installed / "engine" / "_embedded"
+    assert sorted(p.name for p in embedded.iterdir()) == sorted(DIRECTORIES)
+    # setup.py (which cannot import the package it builds) copies the same list
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    copied = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                  and any(getattr(t, "id", "") == "DIRECTORIES" for t in n.targets))
+    assert copied == DIRECTORIES
     for name in ("schemas/budget.schema.json", "schemas/trace.schema.json",
                  "budgets/root.yaml", "policies/scheduling.yaml", "traces/philly/philly.csv.gz"):
         assert (embedded / name).read_bytes() == (ROOT / name).read_bytes(), name

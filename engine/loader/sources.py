@@ -39,7 +39,8 @@ class Source(Protocol):
 
 
 def default_root() -> Path:
-    """The current directory if it holds ``budgets/`` and ``policies/``, else this repository."""
+    """The current directory if it holds ``budgets/`` and ``policies/``, else the embedded
+    default (:func:`engine.resources.repo_root`: this checkout, or an installed package's copy)."""
     cwd = Path.cwd()
     if all((cwd / d).is_dir() for d in CONFIG_DIRS):
         return cwd

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from engine.errors import UserError
@@ -66,11 +67,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "other (default: 2; results are identical)")
     parser.add_argument("--no-replay", action="store_true",
                         help="only the structural diff, no simulation")
+    parser.add_argument("--progress", action="store_true",
+                        help="show the replays' progress on stderr even when it is not a "
+                             "terminal (on a terminal it is always shown)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="also write impact.md, impact.json and impact.png into DIR")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown",
                         help="what to print on stdout (default: markdown)")
     parser.set_defaults(func=run)
+
+
+class ReplayProgress:
+    """One line on stderr: how far the base and head replays are, redrawn at most every
+    0.2 s, ended with a newline when both are done."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.ended = False
+
+    def __call__(self, done: list[float]) -> None:
+        t = time.monotonic()
+        finished = all(d >= 1.0 for d in done)
+        if self.ended or (not finished and t - self.last < 0.2):
+            return
+        self.last, self.ended = t, finished
+        bars = "  ".join(f"{name} [{'#' * int(20 * d):<20}] {100 * d:5.1f}%"
+                         for name, d in zip(("base", "head"), done))
+        sys.stderr.write(f"\rallot impact: {bars}" + ("\n" if finished else ""))
+        sys.stderr.flush()
 
 
 def _non_negative(text: str) -> float:
@@ -110,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
         spec = ReplaySpec(trace=args.trace, days=args.days or None, start_day=args.start_day,
                           mapping=args.mapping, demand_ratio=args.demand_ratio or None,
                           seed=args.seed, parallel=args.jobs > 1, cadence=args.cadence)
-        replay = run_replay(base, head, spec, log=lambda m: print(m, file=sys.stderr))
+        show = args.progress or sys.stderr.isatty()
+        replay = run_replay(base, head, spec, log=lambda m: print(m, file=sys.stderr),
+                            progress=ReplayProgress() if show else None)
     chart = None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

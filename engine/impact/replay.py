@@ -34,7 +34,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
@@ -214,8 +214,10 @@ def window_for(trace, capacity_gpus: int, spec: ReplaySpec) -> tuple[Any, float]
 
 
 def run_replay(base: Config, head: Config, spec: ReplaySpec = ReplaySpec(),
-               log: Callable[[str], None] | None = None) -> ReplayImpact:
-    """Simulate the same trace under ``base`` and ``head`` and compare (module docstring)."""
+               log: Callable[[str], None] | None = None,
+               progress: Progress | None = None) -> ReplayImpact:
+    """Simulate the same trace under ``base`` and ``head`` and compare (module docstring);
+    ``progress([base, head])``: the fraction of each replay done (:func:`simulate_all`)."""
     from engine.sim.prepare import (capacity, compress, derive_mapping, load_mapping,
                                     prepare_trace)
 
@@ -265,7 +267,7 @@ def run_replay(base: Config, head: Config, spec: ReplaySpec = ReplaySpec(),
         say(f"allot impact: simulating {which} ({len(trace.tasks):,} jobs, "
             f"{trace.meta.get('horizon', trace.span) / 86400.0:.1f} days, {capacity(cfg):,} GPUs)")
         jobs.append((cfg, trace, spec.seed, spec.cadence))
-    b, h = simulate_all(jobs, parallel=spec.parallel)
+    b, h = simulate_all(jobs, parallel=spec.parallel, progress=progress)
     if spec.cadence != "watch":
         notes.append(f"passes on the policy's {spec.cadence} grid (--cadence {spec.cadence}), not at "
                      "every event as the reconciler runs them: waits include up to one interval "
@@ -289,39 +291,76 @@ class RunOutcome:
     capacity_gpus: int
 
 
-def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch") -> RunOutcome:
+def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch",
+               progress: Callable[[float, float], None] | None = None) -> RunOutcome:
+    """One replay; ``progress(now, horizon)`` as the simulator reports it."""
     from engine.sim.engine import SimOptions, simulate
     from engine.sim.prepare import capacity
 
-    result = simulate(config, trace, "budget", seed=seed, options=SimOptions(cadence=cadence))
+    result = simulate(config, trace, "budget", seed=seed, options=SimOptions(cadence=cadence),
+                      progress=progress)
     return RunOutcome(result.summary(), _preemptions_by_team(result), len(trace.tasks),
                       result.horizon, capacity(config))
 
 
 Job = tuple[Config, Trace, int, str]  # (config, trace, seed, cadence)
+Progress = Callable[[list[float]], None]  # the fraction of each job's horizon simulated so far
 _FORKED_JOBS: list[Job] = []
+_FORKED_DONE: Any = None  # a shared array of fractions, one per job, written by the workers
+POLL_S = 0.5  # how often the parent reports progress while the workers run
 
 
 def _forked(index: int) -> RunOutcome:
-    return outcome_of(*_FORKED_JOBS[index])
+    done = _FORKED_DONE
+
+    def report(now: float, end: float) -> None:
+        if done is not None:
+            done[index] = min(1.0, now / end) if end > 0 else 1.0
+
+    return outcome_of(*_FORKED_JOBS[index], progress=report)
 
 
-def simulate_all(jobs: list[Job], parallel: bool = True) -> list[RunOutcome]:
+def simulate_all(jobs: list[Job], parallel: bool = True,
+                 progress: Progress | None = None) -> list[RunOutcome]:
     """Run every ``(config, trace, seed, cadence)``; in parallel worker processes when asked and the
     platform can fork (the inputs reach the workers through the fork, not pickling; only the
     plain :class:`RunOutcome` comes back). Results are identical either way: each run is
-    deterministic and independent."""
+    deterministic and independent. ``progress`` gets the fraction of every job's horizon
+    simulated so far, every :data:`POLL_S` seconds while workers run (from a shared array
+    they write), or as each run here reports, and once more at the end (all 1.0)."""
+    global _FORKED_DONE
     if parallel and len(jobs) > 1 and (os.cpu_count() or 1) > 1 \
             and "fork" in mp.get_all_start_methods():
+        ctx = mp.get_context("fork")
         _FORKED_JOBS[:] = jobs
+        _FORKED_DONE = ctx.Array("d", len(jobs), lock=False) if progress else None
         try:
-            with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("fork")) as pool:
-                return list(pool.map(_forked, range(len(jobs))))
+            with ProcessPoolExecutor(len(jobs), mp_context=ctx) as pool:
+                futures = [pool.submit(_forked, i) for i in range(len(jobs))]
+                while wait(futures, timeout=POLL_S).not_done:
+                    if progress and _FORKED_DONE is not None:
+                        progress(list(_FORKED_DONE))
+                results = [f.result() for f in futures]
+            if progress:
+                progress([1.0] * len(jobs))
+            return results
         except (OSError, BrokenProcessPool):
             pass  # no processes available: run here instead
         finally:
             _FORKED_JOBS.clear()
-    return [outcome_of(*job) for job in jobs]
+            _FORKED_DONE = None
+    done = [0.0] * len(jobs)
+    results = []
+    for i, job in enumerate(jobs):
+        def report(now: float, end: float, i: int = i) -> None:
+            done[i] = min(1.0, now / end) if end > 0 else 1.0
+            if progress:
+                progress(list(done))
+
+        results.append(outcome_of(*job, progress=report if progress else None))
+    if progress:
+        progress([1.0] * len(jobs))
+    return results
 
 
 def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,

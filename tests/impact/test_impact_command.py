@@ -84,3 +84,30 @@ def test_unknown_revision_is_a_user_error(shift_repo, capsys):
                  "--head", shift_repo.head, "--no-replay"])
     assert code == 1
     assert "no-such-branch" in capsys.readouterr().err
+
+
+def test_progress_line_on_stderr(shift_repo, capsys, tmp_path, monkeypatch):
+    """``--progress`` draws one line on stderr for the two replays (always on a terminal),
+    redrawn at most every 0.2 s and ended once both are done."""
+    from engine.commands.impact import ReplayProgress
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"id": f"j{i}", "submit": 60.0 * i, "pods": 1,
+                                         "gpus_per_pod": 8, "runtime": 1800.0,
+                                         "owner": "applied-code" if i % 2 else "applied-agents"})
+                             + "\n" for i in range(20)))
+    code = main(["impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                 "--head", shift_repo.head, "--trace", str(trace), "--days", "0.05",
+                 "--demand-ratio", "0", "--jobs", "1", "--progress", "--format", "json"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert err.endswith("base [####################] 100.0%  head [####################] 100.0%\n")
+    assert err.count("\n") == err.count("allot impact: simulating") + 1  # the bar ends once
+    bar = ReplayProgress()
+    bar([0.5, 0.0])
+    bar([0.6, 0.0])  # within 0.2 s of the last: not drawn
+    bar([1.0, 1.0])
+    bar([1.0, 1.0])  # drawn once finished
+    err = capsys.readouterr().err
+    assert err.count("\r") == 2 and err.count("\n") == 1
+    assert "base [##########          ]  50.0%  head [                    ]   0.0%" in err

@@ -163,3 +163,30 @@ def test_turning_loans_on_shows_the_gpu_hours_lent(tmp_path):
     assert "of it funded work on loan (GPU-h)" in _overall_table(impact)
     same = run_replay(base, base, spec(str(path), parallel=False))
     assert "on loan" not in _overall_table(same)
+
+
+def test_progress_reports_each_side_up_to_the_end(tmp_path, monkeypatch):
+    """``run_replay(progress=...)`` hears the fraction of each side's horizon simulated so far:
+    never falling, within [0, 1], ending at [1.0, 1.0]; run here, the head starts once the
+    base is done; in worker processes, the parent reads what they report (polled)."""
+    import engine.impact.replay as replay_module
+
+    path = trace_file(tmp_path, ("x", "y"), jobs=12)
+    base, head = config({"x": 50.0, "y": 50.0}), config({"x": 20.0, "y": 80.0})
+
+    def check(calls: list[list[float]]) -> None:
+        assert calls and calls[-1] == [1.0, 1.0]
+        for side in (0, 1):
+            seen = [c[side] for c in calls]
+            assert all(0.0 <= a <= b <= 1.0 for a, b in zip(seen, seen[1:]))
+
+    serial: list[list[float]] = []
+    run_replay(base, head, spec(path, parallel=False), progress=serial.append)
+    check(serial)
+    assert [1.0, 0.0] in serial  # the base reported its end before the head started
+    monkeypatch.setattr(replay_module, "POLL_S", 0.001)
+    parallel: list[list[float]] = []
+    two = run_replay(base, head, spec(path, parallel=True), progress=parallel.append)
+    check(parallel)
+    one = run_replay(base, head, spec(path, parallel=False))
+    assert replace(one, wall_s=0.0) == replace(two, wall_s=0.0)

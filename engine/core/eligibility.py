@@ -74,10 +74,6 @@ class Eligibility:
             ok = self._pingpong[key] = self._allowed.still_above(winner, loser, extra, m)
         return ok
 
-    def may_preempt(self, leaf: str, rank: int, charge: tuple[float, float], v_leaf: str | None,
-                    v_rank: int) -> bool:
-        return v_leaf is None or (v_rank > rank and self.pingpong_ok(leaf, v_leaf, *charge))
-
     def charge_of(self, e: Entry) -> tuple[float, float]:
         """GPU-seconds a workload's protected run will charge its leaf (at the dearest billing
         weight it may land on), and its min runtime."""

@@ -66,7 +66,7 @@ from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility
 from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
-                                    progress_lost)
+                                    make_victim)
 from engine.core.queue import Entry, build_queue, is_debug
 from engine.core.releases import Releases
 from engine.core.reservation import Holds, reservation_for
@@ -156,10 +156,9 @@ class _Pass:
         (many passes search none): until then no victim is gone."""
         if self._index is None:
             now, grace, rule = self.now, self.policy.preemption_grace_s, self.policy.debug
-            victims = sorted((Victim(r.workload.id, r, leaf, rank, progress_lost(r, now, grace), gpus,
-                                     dict(r.placement.assignments),
-                                     debug=leaf is not None and is_debug(r.workload.contract, rule))
-                              for r, leaf, rank, gpus in self._prey),
+            victims = sorted((make_victim(r, leaf, rank, now, grace,
+                                          leaf is not None and is_debug(r.workload.contract, rule))
+                              for r, leaf, rank, _ in self._prey),
                              key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
             self._index = VictimIndex(victims)
         return self._index

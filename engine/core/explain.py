@@ -17,22 +17,21 @@ from engine.durations import format_duration
 
 
 class StatusMap(Mapping[str, WorkloadStatus]):
-    """Read-only mapping workload id -> status, each built lazily and cached. ``thunks`` maps
-    an id to ``(builder, *arguments)``: the status is ``builder(*arguments)`` (a tuple costs
-    less to make than a closure, for thousands of workloads per decision). ``thunks`` may also
-    be a function that returns that mapping, called on first use (the simulator reads no
-    status, so a decision then never indexes its hundreds of workloads)."""
+    """Read-only mapping workload id -> status, each built lazily and cached. ``thunks()``
+    returns the index, called on first use (the simulator reads no status, so a decision then
+    never indexes its hundreds of workloads): it maps an id to ``(builder, *arguments)``, and
+    the status is ``builder(*arguments)`` (a tuple costs less to make than a closure, for
+    thousands of workloads per decision)."""
 
-    def __init__(self, thunks: dict[str, tuple] | Callable[[], dict[str, tuple]]):
-        self._make = thunks if callable(thunks) else None
-        self._index = None if callable(thunks) else thunks
+    def __init__(self, thunks: Callable[[], dict[str, tuple]]):
+        self._make = thunks
+        self._index: dict[str, tuple] | None = None
         self._done: dict[str, WorkloadStatus] = {}
         self._keys: list[str] | None = None  # sorted on first iteration
 
     @property
     def _thunks(self) -> dict[str, tuple]:
         if self._index is None:
-            assert self._make is not None
             self._index = self._make()
         return self._index
 

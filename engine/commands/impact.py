@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
+from engine.commands.progress import ProgressLine, bar
 from engine.errors import UserError
 from engine.impact.diff import diff_configs
 from engine.impact.replay import DEFAULT_TRACE, ReplaySpec
@@ -78,23 +78,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 class ReplayProgress:
-    """One line on stderr: how far the base and head replays are, redrawn at most every
-    0.2 s, ended with a newline when both are done."""
+    """One line on stderr (:class:`ProgressLine`): how far the base and head replays are,
+    ended once both are done (later reports of the end draw nothing)."""
 
     def __init__(self) -> None:
-        self.last = 0.0
+        self.line = ProgressLine()
         self.ended = False
 
     def __call__(self, done: list[float]) -> None:
-        t = time.monotonic()
-        finished = all(d >= 1.0 for d in done)
-        if self.ended or (not finished and t - self.last < 0.2):
+        if self.ended:
             return
-        self.last, self.ended = t, finished
-        bars = "  ".join(f"{name} [{'#' * int(20 * d):<20}] {100 * d:5.1f}%"
-                         for name, d in zip(("base", "head"), done))
-        sys.stderr.write(f"\rallot impact: {bars}" + ("\n" if finished else ""))
-        sys.stderr.flush()
+        self.ended = all(d >= 1.0 for d in done)
+        self.line.draw("allot impact: " + "  ".join(f"{name} {bar(d, 20)}" for name, d in
+                                                    zip(("base", "head"), done)),
+                       final=self.ended)
 
 
 def _non_negative(text: str) -> float:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
+from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
 
@@ -187,25 +188,17 @@ def build_experiment_inputs(args: argparse.Namespace):
 
 
 class Progress:
-    """A one-line progress bar on stderr."""
+    """A one-line progress bar on stderr per scheduler run (:class:`ProgressLine`)."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.last = 0.0
+        self.line = ProgressLine()
 
     def __call__(self, name: str, now: float, end: float) -> None:
         if not self.enabled:
             return
-        t = time.monotonic()
-        if now < end and t - self.last < 0.2:
-            return
-        self.last = t
         frac = min(1.0, now / end) if end else 1.0
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(f"\r{name:>9} [{bar:<30}] {100 * frac:5.1f}%  day {now / 86400:6.2f}")
-        if now >= end:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+        self.line.draw(f"{name:>9} {bar(frac, 30)}  day {now / 86400:6.2f}", final=now >= end)
 
 
 def run(args: argparse.Namespace) -> int:

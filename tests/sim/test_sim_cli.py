@@ -87,3 +87,21 @@ def test_set_replaces_a_policy_knob_for_the_run_and_checks_it(tmp_path, capsys):
         rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)), *bad])
         assert rc == 1
         assert words in capsys.readouterr().err, bad
+
+
+def test_progress_bar_per_run(capsys):
+    """One line per scheduler run, redrawn in place and ended when the run reaches its end;
+    nothing at all when disabled."""
+    from engine.commands.simulate import Progress
+
+    Progress(False)("budget", 10.0, 86400.0)
+    assert capsys.readouterr().err == ""
+    show = Progress(True)
+    show("budget", 43200.0, 86400.0)
+    show("budget", 50000.0, 86400.0)  # within 0.2 s of the last draw: skipped
+    show("budget", 86400.0, 86400.0)
+    show("legacy", 86400.0, 86400.0)
+    err = capsys.readouterr().err
+    assert err == ("\r   budget [###############               ]  50.0%  day   0.50"
+                   "\r   budget [##############################] 100.0%  day   1.00\n"
+                   "\r   legacy [##############################] 100.0%  day   1.00\n")

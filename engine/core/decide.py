@@ -101,7 +101,7 @@ class _Pass:
         # (running, charged leaf, release entry): see :class:`~engine.core.releases.Releases`
         self.held: list[tuple[Running, str | None, tuple]] = []
         charges: list[tuple[str, float, float]] = []  # (leaf, rate, protected seconds left)
-        prey: list[tuple[Running, str | None, int, int]] = []  # (running, leaf, rank, GPUs)
+        prey: list[tuple[Running, str | None, int]] = []  # (running, leaf, rank)
         by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
         below = RankSums(self.n + 1)  # alive victim GPUs per leaf rank (n + 1: unallocated)
         held_gpus = 0
@@ -121,7 +121,7 @@ class _Pass:
                 charges.append((leaf, rate, protected_until - now))
             if now >= protected_until:  # preemptible: a victim (built when first searched)
                 rank = ranks[leaf].rank if leaf is not None else unranked
-                prey.append((r, leaf, rank, gpus))
+                prey.append((r, leaf, rank))
                 by_leaf[leaf] = by_leaf.get(leaf, 0) + gpus
                 below.add(rank, gpus)
         self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain, layout)
@@ -158,7 +158,7 @@ class _Pass:
             now, grace, rule = self.now, self.policy.preemption_grace_s, self.policy.debug
             victims = sorted((make_victim(r, leaf, rank, now, grace,
                                           leaf is not None and is_debug(r.workload.contract, rule))
-                              for r, leaf, rank, _ in self._prey),
+                              for r, leaf, rank in self._prey),
                              key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
             self._index = VictimIndex(victims)
         return self._index

@@ -310,12 +310,17 @@ _FORKED_DONE: Any = None  # a shared array of fractions, one per job, written by
 POLL_S = 0.5  # how often the parent reports progress while the workers run
 
 
+def _fraction(now: float, end: float) -> float:
+    """How much of a run whose horizon is ``end`` is simulated at ``now``, in [0, 1]."""
+    return min(1.0, now / end) if end > 0 else 1.0
+
+
 def _forked(index: int) -> RunOutcome:
     done = _FORKED_DONE
 
     def report(now: float, end: float) -> None:
         if done is not None:
-            done[index] = min(1.0, now / end) if end > 0 else 1.0
+            done[index] = _fraction(now, end)
 
     return outcome_of(*_FORKED_JOBS[index], progress=report)
 
@@ -328,39 +333,44 @@ def simulate_all(jobs: list[Job], parallel: bool = True,
     deterministic and independent. ``progress`` gets the fraction of every job's horizon
     simulated so far, every :data:`POLL_S` seconds while workers run (from a shared array
     they write), or as each run here reports, and once more at the end (all 1.0)."""
-    global _FORKED_DONE
+    results = None
     if parallel and len(jobs) > 1 and (os.cpu_count() or 1) > 1 \
             and "fork" in mp.get_all_start_methods():
-        ctx = mp.get_context("fork")
-        _FORKED_JOBS[:] = jobs
-        _FORKED_DONE = ctx.Array("d", len(jobs), lock=False) if progress else None
-        try:
-            with ProcessPoolExecutor(len(jobs), mp_context=ctx) as pool:
-                futures = [pool.submit(_forked, i) for i in range(len(jobs))]
-                while wait(futures, timeout=POLL_S).not_done:
-                    if progress and _FORKED_DONE is not None:
-                        progress(list(_FORKED_DONE))
-                results = [f.result() for f in futures]
-            if progress:
-                progress([1.0] * len(jobs))
-            return results
-        except (OSError, BrokenProcessPool):
-            pass  # no processes available: run here instead
-        finally:
-            _FORKED_JOBS.clear()
-            _FORKED_DONE = None
-    done = [0.0] * len(jobs)
-    results = []
-    for i, job in enumerate(jobs):
-        def report(now: float, end: float, i: int = i) -> None:
-            done[i] = min(1.0, now / end) if end > 0 else 1.0
-            if progress:
-                progress(list(done))
+        results = _in_workers(jobs, progress)
+    if results is None:  # one at a time, here
+        done = [0.0] * len(jobs)
+        results = []
+        for i, job in enumerate(jobs):
+            def report(now: float, end: float, i: int = i) -> None:
+                done[i] = _fraction(now, end)
+                if progress:
+                    progress(list(done))
 
-        results.append(outcome_of(*job, progress=report if progress else None))
+            results.append(outcome_of(*job, progress=report if progress else None))
     if progress:
         progress([1.0] * len(jobs))
     return results
+
+
+def _in_workers(jobs: list[Job], progress: Progress | None) -> list[RunOutcome] | None:
+    """:func:`simulate_all` in forked worker processes, one per job; None when no process can
+    be started (the caller then runs the jobs itself)."""
+    global _FORKED_DONE
+    ctx = mp.get_context("fork")
+    _FORKED_JOBS[:] = jobs
+    _FORKED_DONE = ctx.Array("d", len(jobs), lock=False) if progress else None
+    try:
+        with ProcessPoolExecutor(len(jobs), mp_context=ctx) as pool:
+            futures = [pool.submit(_forked, i) for i in range(len(jobs))]
+            while wait(futures, timeout=POLL_S).not_done:
+                if progress and _FORKED_DONE is not None:
+                    progress(list(_FORKED_DONE))
+            return [f.result() for f in futures]
+    except (OSError, BrokenProcessPool):
+        return None
+    finally:
+        _FORKED_JOBS.clear()
+        _FORKED_DONE = None
 
 
 def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,

@@ -14,10 +14,15 @@ Cases:
   100,000 jobs), passes on the 60-s grid from day ``--from-day`` (default 7: a steady state of
   about 300 pending and 80 running jobs);
 * ``philly``: the impact replay's trace and cluster (``allot impact``'s default trace on
-  1,024 GPUs, at its demand), watch cadence, from day ``--from-day``.
+  1,024 GPUs, at its demand), from day ``--from-day``.
+
+Passes run at the ``--cadence`` (default: ``interval`` for synthetic, as ``bench_sim.py``
+measures it; ``watch`` for philly, as ``allot impact`` runs by default; ``bench_impact.py
+--cadence interval`` and the CI workflow use ``interval``).
 
 Run: ``python tests/benchmarks/bench_instructions.py [--case synthetic|philly]
-[--from-day D] [--passes N] [--every K]`` (takes every K-th pass after day D, N of them).
+[--cadence watch|interval] [--from-day D] [--passes N] [--every K]`` (takes every K-th pass
+after day D, N of them).
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ class _Captured(Exception):
     """Stops the simulation once the passes are captured."""
 
 
-def capture(case: str, from_day: float, passes: int, every: int) -> list[tuple]:
+def capture(case: str, from_day: float, passes: int, every: int,
+            cadence: str | None = None) -> list[tuple]:
     from engine.loader import load_config
     from engine.sim import engine as sim_engine
     from engine.sim.engine import SimOptions, simulate
@@ -65,7 +71,7 @@ def capture(case: str, from_day: float, passes: int, every: int) -> list[tuple]:
         from engine.sim.synthetic import synthetic_trace
         trace = prepare_trace(synthetic_trace(cfg, days=30, tasks=100_000, demand_ratio_target=1.1,
                                               seed=1), cfg, seed=1)
-        cadence = "interval"
+        cadence = cadence or "interval"
     else:
         from engine.impact.replay import (DEFAULT_TRACE, ReplaySpec, bundled_mapping,
                                           load_replay_trace, window_for)
@@ -73,7 +79,7 @@ def capture(case: str, from_day: float, passes: int, every: int) -> list[tuple]:
         window, factor = window_for(load_replay_trace(spec), capacity(cfg), spec)
         trace = compress(prepare_trace(window, cfg, mapping=load_mapping(bundled_mapping(DEFAULT_TRACE)),
                                        seed=0), factor)
-        cadence = "watch"
+        cadence = cadence or "watch"
     kept: list[tuple] = []
     seen = [0]
 
@@ -116,6 +122,7 @@ def instructions(path: str, count: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", default="synthetic", choices=["synthetic", "philly"])
+    ap.add_argument("--cadence", choices=["watch", "interval"], default=None)
     ap.add_argument("--from-day", type=float, default=7.0)
     ap.add_argument("--passes", type=int, default=100)
     ap.add_argument("--every", type=int, default=3)
@@ -131,7 +138,7 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_instructions: needs valgrind (Debian: apt-get install valgrind)")
     t0 = time.perf_counter()
-    items = capture(args.case, args.from_day, args.passes, args.every)
+    items = capture(args.case, args.from_day, args.passes, args.every, args.cadence)
     if not items:
         raise SystemExit(f"no pass after day {args.from_day:g}: the run ended before it")
     pending = sum(len(s.pending) for s, _, _ in items) / len(items)

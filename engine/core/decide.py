@@ -35,23 +35,25 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
 
 Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
 preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
-min runtime) with nothing admitted or reserved since gets that one's outcome; "does not fit"
-is memoised per shape; a victim search is skipped when free GPUs plus every victim ranked
-below could not make room (a Fenwick tree over ranks), when the same shape already failed
+min runtime, resumable) with nothing admitted or reserved since gets that one's outcome; "does
+not fit" is memoised per shape; a victim search is skipped when free GPUs plus every victim
+ranked below could not make room (a Fenwick tree over ranks), when the same shape already failed
 with the same preemptible leaves, or when it failed for a workload ranking no lower with no
-victim excluded by the anti-ping-pong rule; the victim search visits nodes cheapest bound
-first (:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from
-numbers recorded during the pass. Caches of pure functions of immutable inputs live across
-decisions (decisions do not depend on them): "can never fit" per node layout and shape
+victim excluded by the anti-ping-pong rule; the victim search visits nodes cheapest bound first
+(:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from numbers
+recorded during the pass. Caches of pure functions of immutable inputs live across decisions
+(decisions do not depend on them): "can never fit" per node layout and shape
 (:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
 :class:`~engine.model.BudgetTree`), queue entries of unallocated work and the parts of those of
-funded work that depend on the workload alone (:mod:`engine.core.queue`),
-what each running workload alone gives (GPUs, charged leaf, charge rate, release:
-:mod:`engine.core.running_facts`). Within a pass, victims are built and indexed on the first
-victim search, running work is sorted as releases once, on the first reservation
-(:mod:`engine.core.releases`), and which reservations keep a workload off, and why, is
-worked out once per leaf, min runtime, reservations so far and projection
+funded work that depend on the workload alone (:mod:`engine.core.queue`), what each running
+workload alone gives (GPUs, charged leaf, charge rate, release:
+:mod:`engine.core.running_facts`), each running workload's victim record while its leaf, rank
+and cost stay the same (:mod:`engine.core.victim_cache`) and each node's victim cost sums while
+its victims do (:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built
+and indexed on the first victim search, running work is sorted as releases once, on the first
+reservation (:mod:`engine.core.releases`), and which reservations keep a workload off, and why,
+is worked out once per leaf, min runtime, reservations so far and projection
 (:class:`~engine.core.reservation.Holds`); the why is the one at the workload's turn.
 """
 
@@ -65,10 +67,10 @@ from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility
 from engine.core.placement import Layouts, Pool, ShapeVerdicts
-from engine.core.preemption import (Projection, RankSums, Victim, find_victims,
-                                    make_victim)
-from engine.core.queue import Entry, build_queue, is_debug
+from engine.core.preemption import Projection, RankSums, Victim, find_victims
+from engine.core.queue import Entry, build_queue
 from engine.core.releases import Releases
+from engine.core.victim_cache import VictimCache
 from engine.core.reservation import Holds, reservation_for
 from engine.core.running_facts import RunningFacts
 from engine.core.statuses import PassView, pending_status, running_status
@@ -103,7 +105,7 @@ class _Pass:
         charges: list[tuple[str, float, float]] = []  # (leaf, rate, protected seconds left)
         prey: list[tuple[Running, str | None, int]] = []  # (running, leaf, rank)
         by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
-        below = RankSums(self.n + 1)  # alive victim GPUs per leaf rank (n + 1: unallocated)
+        at_rank: dict[int, int] = {}  # victim GPUs per leaf rank (n + 1: unallocated)
         held_gpus = 0
         table, add_held = _FACTS.table(self.tree, self.node_weight), self.held.append
         for r in snapshot.running:
@@ -123,7 +125,8 @@ class _Pass:
                 rank = ranks[leaf].rank if leaf is not None else unranked
                 prey.append((r, leaf, rank))
                 by_leaf[leaf] = by_leaf.get(leaf, 0) + gpus
-                below.add(rank, gpus)
+                at_rank[rank] = at_rank.get(rank, 0) + gpus
+        below = RankSums(self.n + 1, at_rank)  # alive victim GPUs per leaf rank (updated as they go)
         self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain, layout)
         self.proj = Projection(self.tree)
         # GPUs x whole billing weights: whole rates whose sums are exact in any order
@@ -155,12 +158,8 @@ class _Pass:
         """The alive victims per node, in victim order, built on the first victim search
         (many passes search none): until then no victim is gone."""
         if self._index is None:
-            now, grace, rule = self.now, self.policy.preemption_grace_s, self.policy.debug
-            victims = sorted((make_victim(r, leaf, rank, now, grace,
-                                          leaf is not None and is_debug(r.workload.contract, rule))
-                              for r, leaf, rank in self._prey),
-                             key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
-            self._index = VictimIndex(victims)
+            self._index = VictimIndex(_VICTIMS.victims(
+                self._prey, self.now, self.policy.preemption_grace_s, self.policy.debug))
         return self._index
 
     def rate_of(self, assignments) -> float:
@@ -221,9 +220,10 @@ class _Pass:
         """Walk the queue once; outcome per workload: (kind, detail, free GPUs it saw). A
         failed victim search leaves its numbers as detail; the words are built on demand.
 
-        A workload's outcome depends on its leaf, debug flag, shape, cluster and min runtime
-        and on the pass's state (free GPUs, victims, projection, reservations), which changes
-        only when a workload is admitted or gets a reservation (``self.state`` counts those).
+        A workload's outcome depends on its leaf, debug flag, shape, cluster, min runtime and
+        (for a loan) resumable flag (:attr:`~engine.core.queue.Entry.alike`) and on the pass's
+        state (free GPUs, victims, projection, reservations), which changes only when a
+        workload is admitted or gets a reservation (``self.state`` counts those).
         So a workload with the same such contract as an earlier one, with no change since,
         gets that one's outcome without a second walk (long queues of alike jobs)."""
         outcome: dict[str, tuple[str, object, int]] = {}
@@ -237,11 +237,8 @@ class _Pass:
         self.noreserve: set[tuple] = set()  # (shape, preemptible leaves) with no finite start
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
-        loans = self.policy.loans  # (a loan depends on the resumable flag too)
         for e in entries:
-            c = e.workload.contract
-            key = (e.leaf, e.debug, c.gpus_per_pod, c.pods, c.cluster, c.min_runtime_s,
-                   c.resumable and loans)
+            key = e.alike  # (a loan depends on the resumable flag too)
             hit = seen.get(key)
             if hit is not None and hit[0] == self.state:
                 outcome[e.workload.id] = hit[1]
@@ -349,6 +346,7 @@ class _Pass:
 _FACTS = RunningFacts()  # what each running workload alone gives, across decisions
 _VERDICTS = ShapeVerdicts()  # "can this shape ever fit this layout?", across decisions
 _LAYOUTS: Layouts = Layouts()  # static node layout per nodes tuple, across decisions
+_VICTIMS = VictimCache()  # the victims of running work past its protection, across decisions
 
 
 def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
@@ -358,12 +356,12 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     memo: dict[tuple, str | None] = {}
     kept: list[Entry] = []
     for e in entries:
-        c = e.workload.contract
-        key = (c.gpus_per_pod, c.pods, c.cluster)
+        key = e.alike  # (its shape and cluster, and more)
         try:
             verdict = memo[key]
         except KeyError:
-            verdict = memo[key] = _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain, c)
+            verdict = memo[key] = _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
+                                                    e.workload.contract)
         if verdict is None:
             kept.append(e)
         else:

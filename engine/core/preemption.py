@@ -383,8 +383,19 @@ class _Certain(dict):
 class RankSums:
     """Fenwick tree over leaf ranks 1..n: GPUs of victims ranked strictly below a rank."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, at: Mapping[int, int] | None = None):
+        """Ranks 1..``n``, holding ``at`` (GPUs per rank) to begin with: built in one linear
+        pass (each cell passes its sum on to its parent) rather than one :meth:`add` each."""
         self.n, self.tree, self.total = n, [0] * (n + 1), 0
+        if at:
+            tree = self.tree
+            for rank, gpus in at.items():
+                tree[rank] += gpus
+                self.total += gpus
+            for i in range(1, n + 1):
+                j = i + (i & -i)
+                if j <= n:
+                    tree[j] += tree[i]
 
     def add(self, rank: int, gpus: int) -> None:
         self.total += gpus

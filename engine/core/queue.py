@@ -45,6 +45,14 @@ class Entry(NamedTuple):
     note: str
     key: tuple
     debug: bool = False
+    # what the outcome of its turn in the queue walk depends on besides the pass's state:
+    # (leaf, debug, GPUs per pod, pods, cluster, min runtime, resumable); see decide.run
+    alike: tuple = ()
+
+
+def alike(leaf: str | None, debug: bool, c: Contract) -> tuple:
+    """:attr:`Entry.alike` of a workload of contract ``c`` charged to ``leaf``."""
+    return (leaf, debug, c.gpus_per_pod, c.pods, c.cluster, c.min_runtime_s, c.resumable)
 
 
 def is_debug(c: Contract, rule: DebugRule) -> bool:
@@ -82,7 +90,8 @@ class UnallocatedEntries:
         if len(self.remembered) >= self.limit:
             self.remembered.clear()
         leaf, note = charged_leaf(w, {})  # unallocated whatever the tree
-        e = Entry(w, None, None, note, (2, 0, 0, w.submitted_at, w.id))
+        e = Entry(w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False,
+                  alike(None, False, w.contract))
         self.remembered[id(w)] = (w, e)
         return e
 
@@ -90,14 +99,15 @@ class UnallocatedEntries:
 _UNALLOCATED = UnallocatedEntries()
 
 
-Parts = tuple[str, bool, int, float, str]  # (budget, debug, -priority, submit time, id)
+Parts = tuple[str, bool, int, float, str, tuple]  # (budget, debug, -priority, submit time, id, alike)
 
 
 class FundedParts:
     """What the queue entry of a valid workload that asks for an allocation (a budget and a
     min runtime above 0) takes from the workload alone, per workload, across decisions:
-    ``(budget, debug, -priority, submit time, id)``, where ``debug`` says whether its shape and
-    min runtime fit the debug rule's bounds. Valid for one debug rule at a time (other bounds
+    ``(budget, debug, -priority, submit time, id, alike)``, where ``debug`` says whether its
+    shape and min runtime fit the debug rule's bounds and ``alike`` is its
+    :attr:`Entry.alike` when its budget is a leaf of the tree. Valid for one debug rule at a time (other bounds
     start afresh); whether the budget is a leaf of the tree is checked at every decision.
     Workloads are recognised by identity (each remembered one is kept alive, so its id is not
     reused meanwhile). Bounded: cleared past ``limit`` entries. A cache of a pure function:
@@ -156,16 +166,20 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                 add_unallocated(_UNALLOCATED.entry(w))
                 continue
             debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
-            parts = funded[id(w)] = (w, (asked, debug_shape, -c.priority, w.submitted_at, w.id))
-        budget, debug_shape, neg_priority, submitted, wid = parts[1]
+            parts = funded[id(w)] = (w, (asked, debug_shape, -c.priority, w.submitted_at, w.id,
+                                         alike(asked, debug_shape, c)))
+        budget, debug_shape, neg_priority, submitted, wid, same = parts[1]
         lr = ranks.get(budget)
         if lr is None:  # its budget is not a leaf of this tree: unallocated, the note says why
             leaf, note = charged_leaf(w, ranks)
-            add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, submitted, wid), False)))
+            add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, submitted, wid), False,
+                                          alike(None, False, w.contract))))
         elif debug_shape:
-            add(entry(Entry, (w, budget, lr, dnote, (0, lr.rank, neg_priority, submitted, wid), True)))
+            add(entry(Entry, (w, budget, lr, dnote, (0, lr.rank, neg_priority, submitted, wid), True,
+                              same)))
         else:
-            add(entry(Entry, (w, budget, lr, "", (1, lr.rank, neg_priority, submitted, wid), False)))
+            add(entry(Entry, (w, budget, lr, "", (1, lr.rank, neg_priority, submitted, wid), False,
+                              same)))
     entries.sort(key=itemgetter(4))
     unallocated.sort(key=itemgetter(4))
     entries += unallocated

@@ -6,8 +6,9 @@ of the time of a busy decision (hundreds of searches over every node), so this i
 keeps, per (cluster, ``T``), the nodes sorted by a **lower bound** of that cost, and
 :func:`cheapest_node` visits nodes cheapest bound first and stops as soon as the next bound
 is no better than the best set found (its docstring says why the answer is the one of
-trying every node in name order). The index lives for one pass; nothing is kept across
-decisions, and the search answers the same with or without it.
+trying every node in name order). The index lives for one pass, and the search answers the
+same with or without it; only each node's sums are kept across decisions, for the same
+victims (:class:`KeptSums`).
 
 Costs compare as in the search: ``((allocated cost, unallocated cost, count), 0, node)``
 (:func:`~engine.core.preemption.set_cost`, then the node name). A node with ``free`` GPUs
@@ -163,7 +164,7 @@ class VictimIndex:
             return None
         sums = self._sums.get(node)
         if sums is None:
-            sums = self._sums[node] = _NodeSums(self.on.get(node, ()), node)
+            sums = self._sums[node] = _KEPT.sums(node, self.on.get(node, ()))
         return sums.bound(need, node)
 
     def sorted_bounds(self, pool: Pool, cluster: str, total: int) -> list[Bound]:
@@ -209,6 +210,33 @@ class _NodeSums:
         else:
             cost = (self.alloc[k - nu], 0.0, k)
         return (cost, 0, node)
+
+
+class KeptSums:
+    """The last :class:`_NodeSums` of each node, with the victims they were made of, across
+    decisions: from one pass to the next most nodes hold the same victims (the same records,
+    see :mod:`engine.core.victim_cache`), whose sums are then the same. A cache of a pure
+    function of the victims: equal victims (same id, running workload, leaf, rank, cost) give
+    equal sums, so decisions do not depend on it. Bounded: cleared past ``limit`` nodes."""
+
+    def __init__(self, limit: int = 65536):
+        self.limit = limit
+        self.kept: dict[str, tuple[tuple[Victim, ...], _NodeSums]] = {}
+
+    def sums(self, node: str, victims: Sequence[Victim]) -> _NodeSums:
+        """The sums of ``victims`` (in victim order) on ``node``."""
+        mine = tuple(victims)
+        hit = self.kept.get(node)
+        if hit is not None and hit[0] == mine:
+            return hit[1]
+        if len(self.kept) >= self.limit:
+            self.kept.clear()
+        found = _NodeSums(mine, node)
+        self.kept[node] = (mine, found)
+        return found
+
+
+_KEPT = KeptSums()
 
 
 class _Sorted:

@@ -278,7 +278,10 @@ def test_unallocated_entries_equal_fresh_ones(monkeypatch):
     for w in snap.pending * 3:
         if not w.contract.allocated:
             e = cache.entry(w)
-            assert e.workload is w and e == (w, None, None, e.note, (2, 0, 0, w.submitted_at, w.id), False)
+            c = w.contract
+            assert e.workload is w and e == (w, None, None, e.note, (2, 0, 0, w.submitted_at, w.id), False,
+                                             (None, False, c.gpus_per_pod, c.pods, c.cluster,
+                                              c.min_runtime_s, c.resumable))
     entries = build_queue(snap.pending, ranks)
     monkeypatch.setattr(queue_module, "_UNALLOCATED", UnallocatedEntries())
     assert build_queue(snap.pending, ranks) == entries

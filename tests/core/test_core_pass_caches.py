@@ -14,7 +14,7 @@
 * ``Pool.group_free`` equals the sums of free GPUs per group as the pool changes.
 * :class:`~engine.core.queue.FundedParts` (queue parts of funded work, across decisions)
   gives the entries of a cold queue, for other trees and debug rules; ``decide`` gives the
-  same decision with the running facts cold or warm.
+  same decision with the running facts, victim records and victim sums cold or warm.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ from __future__ import annotations
 import math
 import random
 
+import engine.core.victim_index as victim_index
 from engine.core.placement import Pool
 from engine.core.preemption import Projection
 from engine.core.releases import Releases, single_node_starts
 from engine.core.running_facts import RunningFacts
+from engine.core.victim_cache import VictimCache
+from engine.core.victim_index import KeptSums
 from engine.core.types import Contract, NodeState, Placement, Running, Workload
 from engine.model import BudgetNode, BudgetTree
 
@@ -187,6 +190,8 @@ def test_decide_same_with_pass_caches_cold_or_warm(monkeypatch):
     cold = []
     for w in worlds * 2:
         monkeypatch.setattr(decide_module, "_FACTS", RunningFacts())
+        monkeypatch.setattr(decide_module, "_VICTIMS", VictimCache())
+        monkeypatch.setattr(victim_index, "_KEPT", KeptSums())
         cold.append(_outcome(*w))
     assert warm == cold
 

@@ -1,0 +1,65 @@
+"""The preemptible running work of a pass as victims in victim order, remembered across decisions.
+
+Every pass that searches for victims turns all running work past its protection into
+:class:`~engine.core.victim_index.Victim` records (what
+:func:`~engine.core.preemption.make_victim` builds) and sorts them in victim order
+(unallocated first, then by cost, then worst leaf rank, then id). At simulator scale that is
+hundreds of records per pass, and from one pass to the next almost all of them are the same:
+the same running workload, charged to the same leaf at the same rank, costing the same (a
+resumable workload past its checkpoint grace period loses ``gpus x grace`` however long it
+has run). :class:`VictimCache` keeps the last record of each running workload with its sort
+key and rebuilds a record only when one of those numbers moved.
+
+A cache of a pure function: the list is the one ``make_victim`` and a sort would give (same
+fields, same order), so decisions do not depend on it. Objects are recognised by identity
+(each remembered ``Running`` is kept alive, so its id is not reused meanwhile), for one debug
+rule and grace period at a time (a new one starts afresh). Bounded: cleared past ``limit``
+entries.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from engine.core.preemption import make_victim, progress_lost
+from engine.core.queue import is_debug
+from engine.core.types import Running
+from engine.core.victim_index import Victim
+from engine.model import DebugRule
+
+
+class VictimCache:
+    """Victims per running workload, with their sort keys (module docstring)."""
+
+    def __init__(self, limit: int = 16384):
+        self.limit = limit
+        self._rule: tuple[DebugRule, float] | None = None
+        # id(running) -> (running, its last victim, that victim's sort key)
+        self.remembered: dict[int, tuple[Running, Victim, tuple]] = {}
+
+    def victims(self, prey: Iterable[tuple[Running, str | None, int]], now: float,
+                grace_s: float, rule: DebugRule) -> list[Victim]:
+        """``prey`` ((running, charged leaf or None, its leaf's rank) of the work past its
+        protection) as victims at ``now``, in victim order. A running workload is a debug
+        victim when it is charged to a leaf and its contract matches ``rule``."""
+        if self._rule != (rule, grace_s) or len(self.remembered) >= self.limit:
+            self.remembered.clear()
+            self._rule = (rule, grace_s)
+        remembered = self.remembered
+        keyed: list[tuple[tuple, Victim]] = []
+        add = keyed.append
+        for r, leaf, rank in prey:
+            cost = progress_lost(r, now, grace_s)
+            hit = remembered.get(id(r))
+            if hit is not None and hit[0] is r:
+                v = hit[1]
+                if v.cost == cost and v.rank == rank and v.leaf == leaf:
+                    add((hit[2], v))
+                    continue
+            debug = leaf is not None and is_debug(r.workload.contract, rule)
+            v = make_victim(r, leaf, rank, now, grace_s, debug)
+            key = (leaf is not None, cost, -rank, v.id)
+            remembered[id(r)] = (r, v, key)
+            add((key, v))
+        keyed.sort()  # (keys differ: ids are unique among running work)
+        return [v for _, v in keyed]

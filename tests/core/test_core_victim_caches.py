@@ -1,0 +1,113 @@
+"""What a decision keeps of its victims across decisions changes no result (fixed seeds):
+
+* :class:`~engine.core.victim_cache.VictimCache` gives the list that building every victim
+  with ``make_victim`` and sorting in victim order gives, pass after pass while running work
+  comes and goes, ages (non-resumable work costs more each pass), changes leaf or rank, and
+  for another debug rule or grace period; it stays bounded;
+* :class:`~engine.core.victim_index.KeptSums` gives each node's bounds as fresh sums do,
+  while the victims on a node change (equal lists, other lists, a victim gone);
+* :class:`~engine.core.preemption.RankSums` built from GPUs per rank answers as one built by
+  adding them one by one.
+"""
+
+from __future__ import annotations
+
+import random
+
+from engine.core.preemption import RankSums, make_victim
+from engine.core.types import Contract, Placement, Running, Workload
+from engine.core.victim_cache import VictimCache
+from engine.core.victim_index import KeptSums, Victim, _NodeSums
+from engine.model import DebugRule
+
+LEAVES = ["A1", "A2", "B1", None]
+
+
+def _running(rnd: random.Random, k: int) -> Running:
+    gpp, pods = rnd.choice([1, 2, 8]), rnd.choice([1, 1, 2])
+    budget = rnd.choice(["A1", "A2", "B1", None])
+    c = Contract(budget, rnd.choice([0.0, 600.0]), gpus_per_pod=gpp, pods=pods,
+                 resumable=rnd.random() < 0.6)
+    start = float(rnd.choice([0, 100, 250, 900]))
+    on = tuple((f"n{(k + i) % 5}", gpp) for i in range(pods))
+    return Running(Workload(f"r{k:03d}", c, 0.0), Placement(on), start, start + c.min_runtime_s)
+
+
+def _fresh(prey, now: float, grace: float, rule: DebugRule) -> list[Victim]:
+    return sorted((make_victim(r, leaf, rank, now, grace,
+                               leaf is not None and r.workload.contract.gpus <= rule.max_gpus
+                               and r.workload.contract.min_runtime_s <= rule.max_min_runtime_s
+                               and r.workload.contract.allocated)
+                   for r, leaf, rank in prey),
+                  key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
+
+
+def _fields(victims: list[Victim]) -> list[tuple]:
+    return [(v.id, v.running, v.leaf, v.rank, v.cost, v.gpus, dict(v.per_node), v.debug)
+            for v in victims]
+
+
+def test_victim_cache_gives_the_built_and_sorted_victims():
+    rnd = random.Random(11)
+    cache = VictimCache(limit=30)
+    running = [_running(rnd, k) for k in range(25)]
+    now, rule, grace = 1000.0, DebugRule(), 120.0
+    reused = 0
+    for step in range(200):
+        if rnd.random() < 0.3:  # work ends and starts
+            running[rnd.randrange(len(running))] = _running(rnd, 100 + step)
+        now += rnd.choice([0.0, 60.0, 600.0])
+        if step % 50 == 49:  # another rule or grace period
+            rule, grace = rnd.choice([(DebugRule(max_gpus=2), grace), (rule, 300.0), (DebugRule(), 120.0)])
+        ranks = {leaf: i for i, leaf in enumerate(rnd.sample(["A1", "A2", "B1"], 3), 1)}
+        prey = [(r, leaf, ranks[leaf] if leaf else 4)
+                for r in running if now >= r.protected_until
+                for leaf in [r.workload.contract.budget if r.workload.contract.allocated
+                             and rnd.random() < 0.95 else None]]
+        before = {id(v) for _, v, _ in cache.remembered.values()}
+        got = cache.victims(prey, now, grace, rule)
+        assert _fields(got) == _fields(_fresh(prey, now, grace, rule))
+        reused += sum(id(v) in before for v in got)
+        assert len(cache.remembered) <= 30
+    assert reused > 500  # (the cache is used: most victims are the same from pass to pass)
+
+
+def test_kept_sums_give_the_bounds_of_fresh_sums():
+    rnd = random.Random(5)
+    kept = KeptSums(limit=3)
+    running = [_running(rnd, k) for k in range(12)]
+    pool: list[Victim] = [make_victim(r, rnd.choice(LEAVES), rnd.randint(1, 4), 5000.0, 120.0)
+                          for r in running]
+    for _ in range(300):
+        node = f"n{rnd.randrange(5)}"
+        on = sorted((v for v in pool if node in v.per_node and rnd.random() < 0.8),
+                    key=lambda v: v.order)
+        if rnd.random() < 0.3:  # an equal record, not the same object
+            i = rnd.randrange(len(pool))
+            pool[i] = make_victim(*_args(pool[i]))
+        elif rnd.random() < 0.2:  # another one
+            i = rnd.randrange(len(pool))
+            pool[i] = make_victim(running[i], rnd.choice(LEAVES), rnd.randint(1, 4), 9000.0, 120.0)
+        sums, fresh = kept.sums(node, on), _NodeSums(on, node)
+        for need in range(0, 20):
+            assert sums.bound(need, node) == fresh.bound(need, node)
+        assert len(kept.kept) <= 3
+
+
+def _args(v: Victim) -> tuple:
+    return (v.running, v.leaf, v.rank, 5000.0, 120.0)
+
+
+def test_rank_sums_built_at_once_equal_added_one_by_one():
+    rnd = random.Random(8)
+    for _ in range(200):
+        n = rnd.randint(1, 40)
+        at: dict[int, int] = {}
+        one = RankSums(n)
+        for _ in range(rnd.randint(0, 30)):
+            rank, gpus = rnd.randint(1, n), rnd.choice([1, 2, 8])
+            at[rank] = at.get(rank, 0) + gpus
+            one.add(rank, gpus)
+        built = RankSums(n, at)
+        assert built.tree == one.tree and built.total == one.total
+        assert [built.above(r) for r in range(n + 1)] == [one.above(r) for r in range(n + 1)]

@@ -216,9 +216,10 @@ class _Pass:
         self.actions.append(Admit(w.id, placement, f"admitted on {placement_text(placement.assignments)}"
                                   f"{how}: {mine}", loan))
 
-    def run(self, entries: list[Entry]) -> dict[str, tuple[str, object, int]]:
-        """Walk the queue once; outcome per workload: (kind, detail, free GPUs it saw). A
-        failed victim search leaves its numbers as detail; the words are built on demand.
+    def run(self, entries: list[Entry]) -> list[tuple[str, object, int]]:
+        """Walk the queue once; outcome per workload, in queue order: (kind, detail, free GPUs
+        it saw). A failed victim search leaves its numbers as detail; the words are built on
+        demand.
 
         A workload's outcome depends on its leaf, debug flag, shape, cluster, min runtime and
         (for a loan) resumable flag (:attr:`~engine.core.queue.Entry.alike`) and on the pass's
@@ -226,7 +227,8 @@ class _Pass:
         workload is admitted or gets a reservation (``self.state`` counts those).
         So a workload with the same such contract as an earlier one, with no change since,
         gets that one's outcome without a second walk (long queues of alike jobs)."""
-        outcome: dict[str, tuple[str, object, int]] = {}
+        outcome: list[tuple[str, object, int]] = []
+        add = outcome.append
         self.nofit: set[tuple] = set()
         # (shape, preemptible leaves) whose search failed -> lower-ranked leaves with victims
         # that the anti-ping-pong rule excluded then
@@ -241,10 +243,11 @@ class _Pass:
             key = e.alike  # (a loan depends on the resumable flag too)
             hit = seen.get(key)
             if hit is not None and hit[0] == self.state:
-                outcome[e.workload.id] = hit[1]
+                add(hit[1])
                 continue
             before = self.state
-            got = outcome[e.workload.id] = self.step(e)
+            got = self.step(e)
+            add(got)
             if self.state == before:
                 seen[key] = (before, got)
         return outcome
@@ -353,19 +356,20 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     """The scheduling decision for ``snapshot`` at time ``now`` (pure, deterministic)."""
     p = _Pass(snapshot, config, now)
     entries, rejects = build_queue(snapshot.pending, p.ranks, p.policy.debug)
-    memo: dict[tuple, str | None] = {}
-    kept: list[Entry] = []
-    for e in entries:
-        key = e.alike  # (its shape and cluster, and more)
-        try:
-            verdict = memo[key]
-        except KeyError:
-            verdict = memo[key] = _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
-                                                    e.workload.contract)
-        if verdict is None:
-            kept.append(e)
-        else:
-            rejects.append((e.workload, verdict))
+    # "can never fit", once per alike key (its shape and cluster, and more); the entries are
+    # walked one by one only when some are rejected
+    first = {e.alike: e for e in reversed(entries)}
+    memo = {key: _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
+                                   e.workload.contract) for key, e in first.items()}
+    kept: list[Entry] = entries
+    if any(verdict is not None for verdict in memo.values()):
+        kept = []
+        for e in entries:
+            verdict = memo[e.alike]
+            if verdict is None:
+                kept.append(e)
+            else:
+                rejects.append((e.workload, verdict))
     rejects.sort(key=lambda r: r[0].id)
     outcome = p.run(kept)
     actions: list[Action] = [*p.node_actions, *p.evictions]

@@ -7,16 +7,19 @@ split (:func:`~engine.core.fairshare.still_ranks_above`); the leaves that pass, 
 preemptor, are :func:`~engine.core.fairshare.outranked_after_charge`. A busy decision asks
 this hundreds of times while every admission and preemption moves the projection, so
 :class:`PingPongLeaves` answers from a :class:`~engine.core.fairshare.ChargeOrder` that
-follows the projection instead of recomputing every sibling's key each time. Its answers
+follows the projection instead of recomputing every sibling's key each time, or, for a min
+runtime asked about only a few times (a busy queue has a hundred distinct ones), from each
+path's siblings sorted once per decision by their keys with nothing charged. Its answers
 are those of the two functions, from the same floats; nothing is kept across decisions.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import Mapping
 
-from engine.core.fairshare import ChargeOrder, outranked_after_charge, still_ranks_above
+from engine.core.fairshare import ChargeOrder, level_fairshare, still_ranks_above
 from engine.core.preemption import Projection
 from engine.model import BudgetTree
 
@@ -28,7 +31,8 @@ class PingPongLeaves:
     proj.behind(m)) & lower`` (``lower``: the leaves ranked below the preemptor), as the
     projection moves.
 
-    The first few questions at a min runtime ``m`` call that function. From the
+    The first few questions at a min runtime ``m`` test the siblings of the preemptor's path
+    as that function does, skipping those that sort after it with nothing charged. From the
     :data:`ORDER_AFTER`-th on (a busy decision asks hundreds), a
     :class:`~engine.core.fairshare.ChargeOrder` for ``m`` keeps the siblings sorted and is
     told of the protected runs added since it last looked (only they change ``behind``);
@@ -44,6 +48,8 @@ class PingPongLeaves:
         self._seen: dict[float, int] = {}  # m -> protected runs its order has been told of
         self._sets: dict[tuple, frozenset[str]] = {}  # (leaf, lower, levels) -> the leaves
         self._levels: dict[tuple, tuple] = {}  # (leaf, extra, m) -> (projection version, levels)
+        self._plain: dict[str, tuple] = {}  # leaf -> its path's siblings, uncharged (_static)
+        self._taken: dict[tuple, frozenset[str]] = {}  # (leaf, lower, siblings taken) -> leaves
 
     def _order(self, m: float) -> ChargeOrder | None:
         """Count a question at ``m``; from the :data:`ORDER_AFTER`-th on, its order, up to date."""
@@ -71,10 +77,59 @@ class PingPongLeaves:
         extra, m = charge
         order = self._order(m)
         if order is None:
-            return outranked_after_charge(self.tree, self.usage, leaf, extra, self._under,
-                                          self.proj.ahead(m), self.proj.behind(m),
-                                          self.proj.behind(math.inf)) & lower
+            return self._few_leaves(leaf, extra, m, lower)
         return self._sorted_leaves(order, leaf, extra, m, lower)
+
+    def _static(self, leaf: str) -> tuple[tuple[str, float, float, list[tuple], list[tuple]], ...]:
+        """Per level of ``leaf``'s path: (path node, its share, its usage, its siblings' sort
+        keys with nothing charged, ascending, and (key, share, usage) in the same order). The
+        usage is the pass's, so these hold for the whole decision."""
+        found = self._plain.get(leaf)
+        if found is None:
+            tree, usage = self.tree, self.usage
+            path, levels = tree.path(leaf), []
+            for depth in range(1, len(path)):
+                mine = path[depth]
+                sibs = []
+                for sib in tree.children(path[depth - 1]):
+                    if sib != mine:
+                        ss, us = tree.nodes[sib].share_pct, usage.get(sib, 0.0)
+                        sibs.append(((-level_fairshare(ss, us), -ss, us, sib), ss, us))
+                sibs.sort()  # (keys differ: they end with the name)
+                levels.append((mine, tree.nodes[mine].share_pct, usage.get(mine, 0.0),
+                               [k for k, _, _ in sibs], sibs))
+            found = self._plain[leaf] = tuple(levels)
+        return found
+
+    def _few_leaves(self, leaf: str, extra: float, m: float,
+                    lower: frozenset[str]) -> frozenset[str]:
+        """``outranked_after_charge(...) & lower`` (see :meth:`leaves`), from the siblings'
+        uncharged keys sorted once per pass: a sibling whose key with nothing charged sorts
+        after the charged path node's is taken without looking at its charge (charges only
+        raise a key); the others are tested as that function tests them, bound first."""
+        proj = self.proj
+        rate, behind, bound = proj.rate, proj.behind(m), proj.behind(math.inf)
+        taken: list[str] = []
+        for mine, sm, used, keys, sibs in self._static(leaf):
+            r = rate.get(mine)
+            um = used + extra + (r * m if r is not None else 0.0)
+            key = (-level_fairshare(sm, um), -sm, um, mine)
+            after = bisect_right(keys, key)
+            for i in range(after):
+                (_, _, _, sib), ss, us = sibs[i]
+                top = us + bound.get(sib, 0.0)
+                if not key < (-level_fairshare(ss, top), -ss, top, sib):
+                    continue
+                us += behind.get(sib, 0.0)
+                if key < (-level_fairshare(ss, us), -ss, us, sib):
+                    taken.append(sib)
+            taken.extend(k[3] for k in keys[after:])
+        asked = (leaf, lower, tuple(taken))
+        found = self._taken.get(asked)
+        if found is None:
+            under = self._under
+            found = self._taken[asked] = frozenset(x for sib in taken for x in under[sib]) & lower
+        return found
 
     def still_above(self, winner: str, loser: str, extra: float, m: float) -> bool:
         """``still_ranks_above(tree, usage, winner, loser, extra, proj.ahead(m), proj.behind(m))``,

@@ -53,8 +53,9 @@ class _RunningNumbers(_Numbers):
 
 
 def pending_status(p: PassView, e: Entry, pos: int, outcome, admitted) -> WorkloadStatus:
+    """``outcome``: the queue walk's outcome per position (``pos`` counts from 1)."""
     w, c = e.workload, e.workload.contract
-    kind, detail, free = outcome[w.id]
+    kind, detail, free = outcome[pos - 1]
     lr = e.rank
     base = _PendingNumbers(workload_id=w.id, leaf=e.leaf, queue_position=pos,
                            rank=lr.rank if lr else None, metric=lr.metric if lr else None)

@@ -356,16 +356,16 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     """The scheduling decision for ``snapshot`` at time ``now`` (pure, deterministic)."""
     p = _Pass(snapshot, config, now)
     entries, rejects = build_queue(snapshot.pending, p.ranks, p.policy.debug)
-    # "can never fit", once per alike key (its shape and cluster, and more); the entries are
-    # walked one by one only when some are rejected
-    first = {e.alike: e for e in reversed(entries)}
-    memo = {key: _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
-                                   e.workload.contract) for key, e in first.items()}
+    # "can never fit", once per shape and cluster (alike keys hold them: items 2 to 4); the
+    # entries are walked one by one only when some are rejected
+    first = {e.alike[2:5]: e for e in {e.alike: e for e in entries}.values()}
+    memo = {shape: _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
+                                     e.workload.contract) for shape, e in first.items()}
     kept: list[Entry] = entries
     if any(verdict is not None for verdict in memo.values()):
         kept = []
         for e in entries:
-            verdict = memo[e.alike]
+            verdict = memo[e.alike[2:5]]
             if verdict is None:
                 kept.append(e)
             else:

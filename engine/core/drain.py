@@ -33,10 +33,10 @@ def drain(nodes: Sequence[NodeState], running: Sequence[Running], policy: DrainP
     if not sick:
         return node_actions, evictions, kept
     occupied: set[str] = set()
-    for r in sorted(running, key=lambda r: r.workload.id):
+    # (the few workloads on an unhealthy node, by id: a simulator passes hundreds each pass)
+    touching = [r for r in running if not sick.isdisjoint(r.placement.nodes)]
+    for r in sorted(touching, key=lambda r: r.workload.id):
         on = sorted(n for n in r.placement.nodes if n in sick)
-        if not on:
-            continue
         occupied.update(on)
         where = f"node{'s' if len(on) > 1 else ''} {', '.join(on)} unhealthy"
         c = r.workload.contract
@@ -51,9 +51,7 @@ def drain(nodes: Sequence[NodeState], running: Sequence[Running], policy: DrainP
                    f"its min runtime ended at t={r.protected_until:.0f}")
             evictions.append(Preempt(r.workload.id, None, f"drain: {where}; {why}",
                                      requeue=True))
-    for n in sorted(nodes, key=lambda n: n.name):
-        if n.name not in sick:
-            continue
+    for n in sorted((n for n in nodes if n.name in sick), key=lambda n: n.name):
         if not n.cordoned:
             node_actions.append(Cordon(n.name, "unhealthy: takes no new work; its workloads are "
                                                "evicted as each reaches its min runtime"))

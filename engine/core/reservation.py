@@ -193,14 +193,20 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
     # "free now" of the tie-break (shortness keeps pool.free: ``later`` counts the spare GPUs)
     now_free: Mapping[str, int] = free_of if not spare else {
         n: f + spare.get(n, 0) for n, f in free_of.items()}
+    one: tuple[int, int, str] | None = None  # the best single node: (short, -free now, name)
     for c in clusters:
         if pool.max_node[c] < total:
             continue  # no node of this cluster is big enough
         for n in pool.clusters[c]:
             if node_of[n].gpus >= total and n not in avoid:
-                short = max(0, total - free_of[n] - later.get(n, 0))
-                if best is None or (short, 1, -now_free[n], n) < best[0]:
-                    best = ((short, 1, -now_free[n], n), Placement(((n, total),)))
+                short = total - free_of[n] - later.get(n, 0)
+                if short < 0:
+                    short = 0
+                # (short, 1, -free now, name) compared, the 1 of every single node left out
+                if one is None or short < one[0] or (short == one[0] and (-now_free[n], n) < one[1:]):
+                    one = (short, -now_free[n], n)
+    if one is not None:
+        best = ((one[0], 1, one[1], one[2]), Placement(((one[2], total),)))
     if pods == 1:
         return None if best is None else (best[0][0], best[1])
     capacity, later_on = pool.layout.capacity, later.get

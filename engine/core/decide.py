@@ -276,7 +276,7 @@ class _Pass:
             return ("wait", "unallocated work only runs on idle GPUs and never preempts", free)
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
-        rank, charge, ok = (0 if e.debug else e.rank.rank), self.rules.charge_of(e), None
+        rank, charge = (0 if e.debug else e.rank.rank), self.rules.charge_of(e)
         why: object = "no free GPU and nothing preemptible"
         if not quick:
             why = ("search", (), charge, 0.0)
@@ -286,29 +286,31 @@ class _Pass:
                 maxfail[shape] = rank
             else:
                 # a debug workload may take any leaf's work, but debug work only by the
-                # ordinary rule (``dok``: the leaves that rule allows)
-                dok = self.rules.ok_leaves(e.leaf, e.rank.rank, charge) if e.debug else None
-                ok = self.all_leaves if e.debug else self.rules.ok_leaves(e.leaf, rank, charge)
-                blocked = novictims.get((shape, ok, dok))
+                # ordinary rule (``dok``: the leaves that rule allows); only leaves with
+                # victims matter to the search (``vok``: those the rule allows)
+                dok = self.rules.ok_victim_leaves(e.leaf, e.rank.rank, charge) if e.debug else None
+                vok = self.all_leaves if e.debug else self.rules.ok_victim_leaves(e.leaf, rank, charge)
+                blocked = novictims.get((shape, vok, dok))
                 if blocked is None:
-                    upper = self.rules.preemptible_upper(ok)
+                    upper = self.rules.preemptible_upper(vok)
                     found = None
                     if free + upper >= c.gpus:
                         found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
-                                             self.by_node, ok, exclude, None, dok)
+                                             self.by_node, vok, exclude, None, dok)
                     if found is not None:
                         self.admit(e, found[0], found[1])
                         self.state += 1
                         nofit.clear()  # preemption may leave GPUs free that others can use
                         return ("admitted", "", free)
-                    blocked = novictims[(shape, ok, dok)] = tuple(sorted(
-                        x for x in self.rules.lower(rank) - ok if self.gpus_by_leaf.get(x, 0) > 0))
+                    blocked = novictims[(shape, vok, dok)] = tuple(sorted(
+                        self.rules.victims_below(rank) - vok))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                         maxfail[shape] = rank
                 why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
         if holds.may_add() and not e.debug:
             # (no "free + running GPUs < its GPUs" shortcut: a drain hold needs no release)
-            ok = ok if ok is not None else self.rules.ok_leaves(e.leaf, rank, charge)
+            # (every leaf the rule allows: protected work that ends in time counts too)
+            ok = self.rules.ok_leaves(e.leaf, rank, charge)
             if (shape, ok) not in noreserve:
                 if self.reserve(e, clusters, charge, ok):
                     return ("holder", why, free)

@@ -52,6 +52,7 @@ class Eligibility:
         self._lower: dict[int, frozenset[str]] = {}
         self._by_rank: tuple[str, ...] | None = None
         self._gone_version = 0  # bumped whenever a victim is preempted
+        self._victims_below: dict[int, tuple[int, frozenset[str]]] = {}
 
     def victim_gone(self, leaf: str | None, rank: int, gpus: int) -> None:
         """A victim (of ``leaf`` at ``rank``, holding ``gpus``) was preempted: the live counts
@@ -94,6 +95,25 @@ class Eligibility:
         """Leaves whose work past its min runtime a workload of ``leaf`` (``charge``) may
         preempt: ranked lower now and passing the anti-ping-pong rule."""
         return self._allowed.leaves(leaf, charge, self.lower(rank))
+
+    def ok_victim_leaves(self, leaf: str, rank: int, charge: tuple[float, float]) -> frozenset[str]:
+        """``ok_leaves(leaf, rank, charge)`` among the leaves with work past its min runtime
+        now (all a victim search looks at); no anti-ping-pong test at all when no leaf ranked
+        below ``rank`` has such work."""
+        below = self.victims_below(rank)
+        if not below:
+            return below
+        return self.ok_leaves(leaf, rank, charge) & below
+
+    def victims_below(self, rank: int) -> frozenset[str]:
+        """Leaves ranked below ``rank`` with work past its min runtime now (kept until a
+        victim goes)."""
+        hit = self._victims_below.get(rank)
+        if hit is None or hit[0] != self._gone_version:
+            held = self.gpus_by_leaf
+            hit = self._victims_below[rank] = (self._gone_version, frozenset(
+                [x for x in self.lower(rank) if held.get(x, 0) > 0]))
+        return hit[1]
 
     def preemptible_upper(self, ok: frozenset[str]) -> int:
         """Upper bound of the GPUs preemption could free for a workload allowed ``ok`` leaves

@@ -7,7 +7,9 @@
 * :class:`~engine.core.victim_index.KeptSums` gives each node's bounds as fresh sums do,
   while the victims on a node change (equal lists, other lists, a victim gone);
 * :class:`~engine.core.preemption.RankSums` built from GPUs per rank answers as one built by
-  adding them one by one.
+  adding them one by one;
+* ``Eligibility.ok_victim_leaves`` (what a victim search asks) is the rule's leaves among
+  those with work past its min runtime, also after victims go.
 """
 
 from __future__ import annotations
@@ -111,3 +113,29 @@ def test_rank_sums_built_at_once_equal_added_one_by_one():
         built = RankSums(n, at)
         assert built.tree == one.tree and built.total == one.total
         assert [built.above(r) for r in range(n + 1)] == [one.above(r) for r in range(n + 1)]
+
+
+def test_ok_victim_leaves_are_the_rule_among_leaves_with_victims():
+    import engine.core.decide as decide_module
+    from tests.core.test_core_layout_cache import _world
+
+    rnd = random.Random(6)
+    asked = 0
+    for _ in range(40):
+        snapshot, config, now = _world(rnd)
+        p = decide_module._Pass(snapshot, config, now)
+        rules, leaves = p.rules, sorted(p.ranks)
+        for _ in range(4):
+            for leaf in leaves:
+                for rank in range(0, len(leaves) + 1):
+                    charge = (rnd.choice([0.0, 3600.0, 36000.0]), rnd.choice([600.0, 3600.0]))
+                    with_victims = frozenset(x for x in rules.lower(rank) if p.gpus_by_leaf.get(x, 0) > 0)
+                    assert rules.victims_below(rank) == with_victims
+                    assert rules.ok_victim_leaves(leaf, rank, charge) == \
+                        rules.ok_leaves(leaf, rank, charge) & with_victims
+                    asked += 1
+            alive = [(leaf, g) for leaf, g in p.gpus_by_leaf.items() if leaf is not None and g > 0]
+            if alive:  # a victim goes
+                leaf, g = rnd.choice(alive)
+                rules.victim_gone(leaf, p.ranks[leaf].rank, g)
+    assert asked > 1000

@@ -38,11 +38,12 @@ preemptible skips all searches; a workload alike an earlier one (leaf, debug, sh
 min runtime, resumable) with nothing admitted or reserved since gets that one's outcome; "does
 not fit" is memoised per shape; a victim search is skipped when free GPUs plus every victim
 ranked below could not make room (a Fenwick tree over ranks), when the same shape already failed
-with the same preemptible leaves, or when it failed for a workload ranking no lower with no
-victim excluded by the anti-ping-pong rule; the victim search visits nodes cheapest bound first
-(:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from numbers
-recorded during the pass. Caches of pure functions of immutable inputs live across decisions
-(decisions do not depend on them): "can never fit" per node layout and shape
+with the same preemptible leaves (the anti-ping-pong rule is asked only about leaves with work
+past its min runtime, and not at all when none ranks below), or when it failed for a workload
+ranking no lower with no victim excluded by that rule; the victim search visits nodes cheapest
+bound first (:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from
+numbers recorded during the pass. Caches of pure functions of immutable inputs live across
+decisions (decisions do not depend on them): "can never fit" per node layout and shape
 (:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
 :class:`~engine.model.BudgetTree`), queue entries of unallocated work and the parts of those of
@@ -70,12 +71,12 @@ from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import Projection, RankSums, Victim, find_victims
 from engine.core.queue import Entry, build_queue
 from engine.core.releases import Releases
-from engine.core.victim_cache import VictimCache
 from engine.core.reservation import Holds, reservation_for
 from engine.core.running_facts import RunningFacts
 from engine.core.statuses import PassView, pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
+from engine.core.victim_cache import VictimCache
 from engine.core.victim_index import VictimIndex
 from engine.model import Config
 
@@ -230,8 +231,8 @@ class _Pass:
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
         self.nofit: set[tuple] = set()
-        # (shape, preemptible leaves) whose search failed -> lower-ranked leaves with victims
-        # that the anti-ping-pong rule excluded then
+        # (shape, preemptible leaves with victims) whose search failed -> lower-ranked leaves
+        # with victims that the anti-ping-pong rule excluded then
         self.novictims: dict[tuple, tuple[str, ...]] = {}
         # shape -> rank: failed with every victim ranked below ``rank`` allowed, so every later
         # workload of that shape ranking no better fails too (victims and GPUs only shrink)

@@ -12,8 +12,8 @@ leaf); see :mod:`engine.core.queue`.
 Edge cases: ranks are 1..n, each leaf once, so "below rank 0" is every leaf and "below rank n"
 is none; a leaf with no running work past its min runtime adds 0 to the upper bound.
 
-Caches (none changes an answer): anti-ping-pong answers until the projection moves (its
-``version``: an admission or a preemption), the upper bound of preemptible GPUs per set of
+Caches (none changes an answer): anti-ping-pong answers and sets until the projection moves
+(its ``version``: an admission or a preemption), the upper bound of preemptible GPUs per set of
 leaves until a victim goes (:meth:`Eligibility.victim_gone`), the charge per contract shape,
 the leaves below each rank.
 """
@@ -45,6 +45,7 @@ class Eligibility:
         self.all_leaves = frozenset(ranks)  # what a debug workload may preempt
         self._allowed = PingPongLeaves(tree, used_tree, proj)
         self._pingpong: dict[tuple, bool] = {}
+        self._ok: dict[tuple, frozenset[str]] = {}  # ok_leaves per (leaf, rank, charge)
         self._version = proj.version
         self._weight: dict[str | None, float] = {}
         self._upper: dict[frozenset, tuple[int, int]] = {}
@@ -66,6 +67,7 @@ class Eligibility:
         if self._version != self.proj.version:
             self._version = self.proj.version
             self._pingpong.clear()
+            self._ok.clear()
 
     def pingpong_ok(self, winner: str, loser: str, extra: float, m: float) -> bool:
         self._fresh()
@@ -93,8 +95,14 @@ class Eligibility:
 
     def ok_leaves(self, leaf: str, rank: int, charge: tuple[float, float]) -> frozenset[str]:
         """Leaves whose work past its min runtime a workload of ``leaf`` (``charge``) may
-        preempt: ranked lower now and passing the anti-ping-pong rule."""
-        return self._allowed.leaves(leaf, charge, self.lower(rank))
+        preempt: ranked lower now and passing the anti-ping-pong rule (remembered until the
+        projection moves: a step that searched for victims asks again to reserve)."""
+        self._fresh()
+        key = (leaf, rank, charge)
+        found = self._ok.get(key)
+        if found is None:
+            found = self._ok[key] = self._allowed.leaves(leaf, charge, self.lower(rank))
+        return found
 
     def ok_victim_leaves(self, leaf: str, rank: int, charge: tuple[float, float]) -> frozenset[str]:
         """``ok_leaves(leaf, rank, charge)`` among the leaves with work past its min runtime

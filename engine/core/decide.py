@@ -15,8 +15,9 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
       unallocated, never protected, anti-ping-pong rule projected over all moves of this
       decision (:mod:`engine.core.eligibility`); a debug workload may take unprotected work
       of any leaf, see :mod:`engine.core.queue` and :mod:`engine.core.preemption`). A
-      failed search is not repeated for a later workload of the same shape with the same
-      set of preemptible leaves (free GPUs and victims only shrink);
+      failed search is not repeated for a later workload of the same gang that may use no
+      more nodes and take no more victims, until a preemption (free GPUs and victims only
+      shrink between preemptions; a preemption may leave GPUs free);
    c. else, while fewer than ``policy.reservations`` exist and they hold less than
       ``policy.reservation_share`` of the GPUs, such an allocated non-debug
       workload gets a reservation (:mod:`engine.core.reservation`) on nodes no earlier one
@@ -37,11 +38,12 @@ Quick paths keep the common case cheap (none changes a result): no free GPU and 
 preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
 min runtime, resumable) with nothing admitted or reserved since gets that one's outcome; "does
 not fit" is memoised per shape; a victim search is skipped when free GPUs plus every victim
-ranked below could not make room (a Fenwick tree over ranks), when the same shape already failed
-with the same preemptible leaves (the anti-ping-pong rule is asked only about leaves with work
-past its min runtime, and not at all when none ranks below), or when it failed for a workload
-ranking no lower with no victim excluded by that rule; the victim search visits nodes cheapest
-bound first (:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from
+ranked below could not make room (a Fenwick tree over ranks), when the same gang already failed
+since the last preemption with at least its nodes and its eligible victims (the anti-ping-pong
+rule is asked only about leaves with work past its min runtime, and not at all when none ranks
+below), or when it failed for a workload ranking no lower with no victim excluded by that rule
+(these memos are dropped at each preemption); the victim search visits nodes cheapest bound
+first (:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from
 numbers recorded during the pass. Caches of pure functions of immutable inputs live across
 decisions (decisions do not depend on them): "can never fit" per node layout and shape
 (:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
@@ -234,8 +236,13 @@ class _Pass:
         # (shape, preemptible leaves with victims) whose search failed -> lower-ranked leaves
         # with victims that the anti-ping-pong rule excluded then
         self.novictims: dict[tuple, tuple[str, ...]] = {}
+        # (GPUs per pod, pods, cluster) -> (kept-off nodes, leaves, debug leaves) of each failed
+        # search since the last preemption: a search with no more nodes and no more eligible
+        # victims fails too (:meth:`_failed_before`)
+        self.failed: dict[tuple, list[tuple[frozenset, frozenset, frozenset | None]]] = {}
         # shape -> rank: failed with every victim ranked below ``rank`` allowed, so every later
-        # workload of that shape ranking no better fails too (victims and GPUs only shrink)
+        # workload of that shape ranking no better fails too (victims and GPUs only shrink
+        # until a preemption, which clears this, novictims and failed)
         self.maxfail: dict[tuple, int] = {}
         self.noreserve: set[tuple] = set()  # (shape, preemptible leaves) with no finite start
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
@@ -295,14 +302,21 @@ class _Pass:
                 if blocked is None:
                     upper = self.rules.preemptible_upper(vok)
                     found = None
-                    if free + upper >= c.gpus:
+                    gang = (c.gpus_per_pod, c.pods, c.cluster)
+                    if free + upper >= c.gpus and not self._failed_before(gang, exclude, vok, dok):
                         found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
                                              self.by_node, vok, exclude, None, dok)
                     if found is not None:
                         self.admit(e, found[0], found[1])
                         self.state += 1
-                        nofit.clear()  # preemption may leave GPUs free that others can use
+                        # preemption may leave GPUs free that others can use: what failed
+                        # before may not fail now
+                        nofit.clear()
+                        novictims.clear()
+                        maxfail.clear()
+                        self.failed.clear()
                         return ("admitted", "", free)
+                    self.failed.setdefault(gang, []).append((exclude, vok, dok))
                     blocked = novictims[(shape, vok, dok)] = tuple(sorted(
                         self.rules.victims_below(rank) - vok))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
@@ -329,6 +343,20 @@ class _Pass:
         if exclude:
             return ("reserved-out", holds.why_kept_off(e), free)  # (as it stands at its turn)
         return ("wait", why, free)
+
+    def _failed_before(self, gang: tuple, exclude: frozenset[str], vok: frozenset[str],
+                       dok: frozenset[str] | None) -> bool:
+        """Did a search for the same gang fail since the last preemption with at least these
+        nodes (kept off no more: ``exclude`` contains its kept-off nodes) and at least these
+        eligible victims (its leaves contain ``vok``, its debug leaves contain ``dok``, None
+        being every leaf)? Then this one fails too: a search fails exactly when no node, and no
+        group with every eligible victim on it taken, has room (:func:`find_victims`), and
+        until a preemption free GPUs and victims only shrink."""
+        for kept, leaves, debug in self.failed.get(gang, ()):
+            if (kept <= exclude and vok <= leaves
+                    and (debug is None or (dok is not None and dok <= debug))):
+                return True
+        return False
 
     def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],
                 ok: frozenset[str]) -> bool:

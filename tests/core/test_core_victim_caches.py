@@ -9,7 +9,9 @@
 * :class:`~engine.core.preemption.RankSums` built from GPUs per rank answers as one built by
   adding them one by one;
 * ``Eligibility.ok_victim_leaves`` (what a victim search asks) is the rule's leaves among
-  those with work past its min runtime, also after victims go.
+  those with work past its min runtime, also after victims go;
+* a victim search that a pass skips because one with no fewer nodes and no fewer eligible
+  victims failed before it (since the last preemption) would have failed.
 """
 
 from __future__ import annotations
@@ -139,3 +141,58 @@ def test_ok_victim_leaves_are_the_rule_among_leaves_with_victims():
                 leaf, g = rnd.choice(alive)
                 rules.victim_gone(leaf, p.ranks[leaf].rank, g)
     assert asked > 1000
+
+
+def _busy_world(rnd: random.Random):
+    """A full cluster of victims of every leaf, a long queue of a few shapes with many min
+    runtimes (the anti-ping-pong rule then allows different leaves), and reservations."""
+    from engine.core.types import NodeState, Snapshot
+    from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
+
+    tree = BudgetTree.build([
+        BudgetNode("root", None, 100), BudgetNode("A", "root", 60), BudgetNode("B", "root", 40),
+        BudgetNode("A1", "A", 70), BudgetNode("A2", "A", 30), BudgetNode("B1", "B", 100)])
+    nodes = tuple(NodeState(f"n{i}", "c", 8, f"d{i // 2}") for i in range(8))
+    now, running = 50_000.0, []
+    for i, n in enumerate(nodes):
+        left = 8
+        while left:
+            g = min(left, rnd.choice([1, 2, 4, 8]))
+            c = Contract(rnd.choice(["A1", "A2", "B1", None]), rnd.choice([600.0, 3600.0]),
+                         gpus_per_pod=g)
+            started = now - rnd.choice([300.0, 5000.0, 20000.0])
+            running.append(Running(Workload(f"r{i}-{left}", c, 0.0), Placement(((n.name, g),)),
+                                   started, started + c.min_runtime_s))
+            left -= g
+    pending = [Workload(f"p{k:02d}", Contract(rnd.choice(["A1", "A2", "B1"]),
+                                              rnd.choice([600.0, 1200.0, 3600.0, 4 * 3600.0, 12 * 3600.0]),
+                                              gpus_per_pod=rnd.choice([4, 8]),
+                                              pods=rnd.choice([1, 1, 2])), float(k))
+               for k in range(30)]
+    usage = {leaf: float(rnd.choice([0, 20_000, 100_000, 400_000])) for leaf in ("A1", "A2", "B1")}
+    policy = Policy(clusters=(Cluster("c", "gpu", 8, 8, 2),), reservations=rnd.choice([0, 2, 3]),
+                    reservation_share=1.0)
+    return Snapshot(nodes, tuple(running), tuple(pending), usage), Config(tree, policy), now
+
+
+def test_a_search_skipped_as_failed_before_would_fail(monkeypatch):
+    import engine.core.decide as decide_module
+    from engine.core.preemption import find_victims
+
+    asked = decide_module._Pass._failed_before
+    skipped: list[tuple] = []
+
+    def checked(p, gang, exclude, vok, dok):
+        if not asked(p, gang, exclude, vok, dok):
+            return False
+        gpus_per_pod, pods, cluster = gang
+        assert find_victims(gpus_per_pod, pods, p.pool.cluster_names(cluster), p.pool, p.by_node,
+                            vok, exclude, None, dok) is None
+        skipped.append((exclude, vok))
+        return True
+
+    monkeypatch.setattr(decide_module._Pass, "_failed_before", checked)
+    rnd = random.Random(4)
+    for _ in range(150):
+        decide_module.decide(*_busy_world(rnd))
+    assert len(skipped) > 30 and sum(1 for kept, _ in skipped if kept) > 10  # with nodes kept off

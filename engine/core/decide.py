@@ -178,7 +178,7 @@ class _Pass:
         texts = self._texts  # leaf -> leaf_text (ranks are fixed for the pass)
         mine = texts.get(e.leaf)
         if mine is None:
-            mine = texts[e.leaf] = leaf_text(e.rank, self.n)
+            mine = texts[e.leaf] = leaf_text(self.ranks.get(e.leaf) if e.leaf else None, self.n)
         for v in victims:
             self.gone.add(v.id)
             if v.leaf is None:
@@ -193,7 +193,7 @@ class _Pass:
                 ended = when(v.running.protected_until, self.now)
                 why = (f"{w.id} is a debug workload, which may preempt work of any budget past "
                        f"its min runtime, and this one's ended {ended} ({theirs})" if e.debug else
-                       f"{theirs} ranks below {e.leaf} (rank {e.rank.rank}) and "
+                       f"{theirs} ranks below {e.leaf} (rank {e.rank}) and "
                        f"its min runtime ended {ended}")
             reason = (f"preempted for {w.id} ({mine}): {why}; "
                       f"progress lost {v.cost / 3600:.2f} GPU-h")
@@ -284,7 +284,7 @@ class _Pass:
             return ("wait", "unallocated work only runs on idle GPUs and never preempts", free)
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
-        rank, charge = (0 if e.debug else e.rank.rank), self.rules.charge_of(e)
+        rank, charge = (0 if e.debug else e.rank), self.rules.charge_of(e)
         why: object = "no free GPU and nothing preemptible"
         if not quick:
             why = ("search", (), charge, 0.0)
@@ -296,7 +296,7 @@ class _Pass:
                 # a debug workload may take any leaf's work, but debug work only by the
                 # ordinary rule (``dok``: the leaves that rule allows); only leaves with
                 # victims matter to the search (``vok``: those the rule allows)
-                dok = self.rules.ok_victim_leaves(e.leaf, e.rank.rank, charge) if e.debug else None
+                dok = self.rules.ok_victim_leaves(e.leaf, e.rank, charge) if e.debug else None
                 vok = self.all_leaves if e.debug else self.rules.ok_victim_leaves(e.leaf, rank, charge)
                 blocked = novictims.get((shape, vok, dok))
                 if blocked is None:
@@ -367,7 +367,7 @@ class _Pass:
         c = e.workload.contract
         if self._releases is None:  # sorted once per pass, on the first reservation
             self._releases = Releases(self.held, self.gone, self.now)
-        res = reservation_for(e.workload.id, e.leaf, e.rank.rank, charge, c.gpus_per_pod, c.pods,
+        res = reservation_for(e.workload.id, e.leaf, e.rank, charge, c.gpus_per_pod, c.pods,
                               clusters, self.pool, self._releases, ok, self.holds.nodes, self.now,
                               self.policy.loans)
         if res is None:

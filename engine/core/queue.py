@@ -35,13 +35,15 @@ from engine.model import DebugRule
 
 
 class Entry(NamedTuple):
-    """A queued workload with what ordering needs: its charged leaf (None = unallocated), its
-    sort ``key`` (an immutable tuple: cheap to build for thousands of workloads) and whether
-    it is a debug workload (rule 2)."""
+    """A queued workload with what ordering needs: its charged leaf (None = unallocated) and
+    that leaf's rank number, its sort ``key`` (an immutable tuple: cheap to build for
+    thousands of workloads) and whether it is a debug workload (rule 2). It holds numbers
+    and names only, so it stays valid for later decisions while the leaf's rank number does
+    (:class:`KnownEntries`); the rank's metric is in the decision's ``ranks``."""
 
     workload: Workload
     leaf: str | None
-    rank: LeafRank | None  # the leaf's rank: None exactly when ``leaf`` is
+    rank: int | None  # the leaf's rank number: None exactly when ``leaf`` is
     note: str
     key: tuple
     debug: bool = False
@@ -71,63 +73,35 @@ def charged_leaf(workload: Workload, ranks: Mapping[str, LeafRank]) -> tuple[str
     return c.budget, ""
 
 
-class UnallocatedEntries:
-    """The queue entry of work that asks for no allocation (no budget or min runtime 0), per
-    workload, across decisions: it depends on the workload alone, and a shell queues the same
-    workload objects decision after decision. Workloads are recognised by identity (each one
-    remembered is kept alive, so its id is not reused meanwhile). Bounded: cleared past
-    ``limit`` entries. A cache of a pure function: decisions do not depend on it."""
-
-    def __init__(self, limit: int = 65536):
-        self.limit = limit
-        self.remembered: dict[int, tuple[Workload, Entry]] = {}  # id -> (workload, its entry)
-
-    def entry(self, w: Workload) -> Entry:
-        """The entry of ``w``, a valid workload that asks for no allocation."""
-        hit = self.remembered.get(id(w))
-        if hit is not None and hit[0] is w:
-            return hit[1]
-        if len(self.remembered) >= self.limit:
-            self.remembered.clear()
-        leaf, note = charged_leaf(w, {})  # unallocated whatever the tree
-        e = Entry(w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False,
-                  alike(None, False, w.contract))
-        self.remembered[id(w)] = (w, e)
-        return e
-
-
-_UNALLOCATED = UnallocatedEntries()
-
-
-Parts = tuple[str, bool, int, float, str, tuple]  # (budget, debug, -priority, submit time, id, alike)
-
-
-class FundedParts:
-    """What the queue entry of a valid workload that asks for an allocation (a budget and a
-    min runtime above 0) takes from the workload alone, per workload, across decisions:
-    ``(budget, debug, -priority, submit time, id, alike)``, where ``debug`` says whether its
-    shape and min runtime fit the debug rule's bounds and ``alike`` is its
-    :attr:`Entry.alike` when its budget is a leaf of the tree. Valid for one debug rule at a time (other bounds
-    start afresh); whether the budget is a leaf of the tree is checked at every decision.
-    Workloads are recognised by identity (each remembered one is kept alive, so its id is not
-    reused meanwhile). Bounded: cleared past ``limit`` entries. A cache of a pure function:
-    decisions do not depend on it."""
+class KnownEntries:
+    """Each pending workload's queue entry across decisions, while what it depends on stays.
+    A valid workload that asks for no allocation (no budget or min runtime 0) has one entry
+    whatever the tree. One that asks for an allocation keeps its parts (budget, debug shape,
+    priority, submit time, id, :attr:`Entry.alike`) and its entry for the rank number its
+    budget had when the entry was made: a shell queues the same workload objects decision
+    after decision, and a leaf's rank number seldom moves from one to the next (when it
+    does, the entry is made again from the parts; a budget that is not a leaf of the tree
+    gets a fresh unallocated entry each time). Valid for one debug rule at a time (other
+    bounds start afresh). Workloads are recognised by identity (each remembered one is kept
+    alive, so its id is not reused meanwhile). Bounded: cleared past ``limit`` workloads. A
+    cache of a pure function: decisions do not depend on it."""
 
     def __init__(self, limit: int = 65536):
         self.limit = limit
         self.bounds: tuple[int, float] | None = None  # the debug rule's (max GPUs, max min runtime)
-        self.remembered: dict[int, tuple[Workload, Parts]] = {}  # id -> (workload, its parts)
+        # id -> [workload, parts (None: asks for no allocation), rank number, entry]
+        self.remembered: dict[int, list] = {}
 
-    def table(self, bounds: tuple[int, float]) -> dict[int, tuple[Workload, Parts]]:
-        """The remembered parts for the debug rule's ``bounds``; read it by ``id(workload)``
-        (an entry counts only if its workload *is* the one looked up)."""
+    def table(self, bounds: tuple[int, float]) -> dict[int, list]:
+        """The remembered workloads for the debug rule's ``bounds``; read it by
+        ``id(workload)`` (a row counts only if its workload *is* the one looked up)."""
         if bounds != self.bounds or len(self.remembered) >= self.limit:
             self.remembered.clear()
             self.bounds = bounds
         return self.remembered
 
 
-_FUNDED = FundedParts()
+_KNOWN = KnownEntries()
 
 
 def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
@@ -143,15 +117,11 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     rejects: list[tuple[Workload, str]] = []
     add, add_unallocated = entries.append, unallocated.append
     entry = tuple.__new__  # Entry(...) without the named tuple's Python-level __new__
-    remembered = _UNALLOCATED.remembered
-    funded = _FUNDED.table((dmax_gpus, dmax_min))
+    known = _KNOWN.table((dmax_gpus, dmax_min))
+    number = {leaf: lr.rank for leaf, lr in ranks.items()}
     for w in pending:
-        seen = remembered.get(id(w))
-        if seen is not None and seen[0] is w:  # seen before: valid, asks for no allocation
-            add_unallocated(seen[1])
-            continue
-        parts = funded.get(id(w))
-        if parts is None or parts[0] is not w:  # not seen before: check it
+        row = known.get(id(w))
+        if row is None or row[0] is not w:  # not seen before: check it
             c = w.contract
             if w.invalid:
                 rejects.append((w, w.invalid))
@@ -163,23 +133,33 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                 continue
             asked = c.budget
             if asked is None or c.min_runtime_s <= 0:  # asks for no allocation (not c.allocated)
-                add_unallocated(_UNALLOCATED.entry(w))
-                continue
-            debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
-            parts = funded[id(w)] = (w, (asked, debug_shape, -c.priority, w.submitted_at, w.id,
-                                         alike(asked, debug_shape, c)))
-        budget, debug_shape, neg_priority, submitted, wid, same = parts[1]
-        lr = ranks.get(budget)
-        if lr is None:  # its budget is not a leaf of this tree: unallocated, the note says why
+                leaf, note = charged_leaf(w, {})  # unallocated whatever the tree
+                row = known[id(w)] = [w, None, None, Entry(
+                    w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False,
+                    alike(None, False, c))]
+            else:
+                debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
+                row = known[id(w)] = [w, (asked, debug_shape, -c.priority, w.submitted_at, w.id,
+                                          alike(asked, debug_shape, c)), None, None]
+        parts = row[1]
+        if parts is None:  # asks for no allocation
+            add_unallocated(row[3])
+            continue
+        rank = number.get(parts[0])
+        if rank is not None and rank == row[2]:  # (its entry for this rank number)
+            add(row[3])
+            continue
+        budget, debug_shape, neg_priority, submitted, wid, same = parts
+        if rank is None:  # its budget is not a leaf of this tree: unallocated, the note says why
             leaf, note = charged_leaf(w, ranks)
             add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, submitted, wid), False,
                                           alike(None, False, w.contract))))
-        elif debug_shape:
-            add(entry(Entry, (w, budget, lr, dnote, (0, lr.rank, neg_priority, submitted, wid), True,
-                              same)))
-        else:
-            add(entry(Entry, (w, budget, lr, "", (1, lr.rank, neg_priority, submitted, wid), False,
-                              same)))
+            continue
+        e = entry(Entry, (w, budget, rank, dnote if debug_shape else "",
+                          (0 if debug_shape else 1, rank, neg_priority, submitted, wid),
+                          debug_shape, same))
+        row[2], row[3] = rank, e
+        add(e)
     entries.sort(key=itemgetter(4))
     unallocated.sort(key=itemgetter(4))
     entries += unallocated

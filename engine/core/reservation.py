@@ -322,7 +322,7 @@ class Holds:
         if res.hold:
             return "hold"
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
-        if e.rank.rank <= res.rank:
+        if e.rank <= res.rank:
             return "rank"
         if self._now + e.workload.contract.min_runtime_s > res.until:
             return "protected"

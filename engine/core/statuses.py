@@ -56,7 +56,7 @@ def pending_status(p: PassView, e: Entry, pos: int, outcome, admitted) -> Worklo
     """``outcome``: the queue walk's outcome per position (``pos`` counts from 1)."""
     w, c = e.workload, e.workload.contract
     kind, detail, free = outcome[pos - 1]
-    lr = e.rank
+    lr = p.ranks.get(e.leaf) if e.leaf is not None else None
     base = _PendingNumbers(workload_id=w.id, leaf=e.leaf, queue_position=pos,
                            rank=lr.rank if lr else None, metric=lr.metric if lr else None)
     note = f"; {e.note}" if e.note else ""
@@ -96,7 +96,7 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
     past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
     what the leaf's running work adds over the workload's min runtime (GPU-s)."""
     assert e.rank is not None  # only work charged to a leaf searches for victims (decide's step)
-    rank = 0 if e.debug else e.rank.rank
+    rank = 0 if e.debug else e.rank
     blocked = tuple(x for x in blocked if p.ranks[x].rank > rank)
     if blocked:
         extra, m = charge
@@ -132,13 +132,13 @@ def _kept_off(p: PassView, e: Entry, res: Reservation, code: str) -> str:
                 f"only unallocated work may start there meanwhile (funded work would be protected "
                 f"by its min runtime, {format_duration(c.min_runtime_s)} for this one, and delay it)")
     if code == "rank":
-        why = f"budget {e.leaf} rank {e.rank.rank} does not rank below {res.holder}'s (rank {res.rank})"
+        why = f"budget {e.leaf} rank {e.rank} does not rank below {res.holder}'s (rank {res.rank})"
     elif code == "protected":
         why = (f"this workload's min runtime ({format_duration(c.min_runtime_s)}) would still "
                f"protect it then")
     else:  # pingpong
         why = (f"the anti-ping-pong rule would forbid it: by the end of {res.holder}'s min runtime "
-               f"budget {e.leaf} (rank {e.rank.rank}) would rank above budget {res.leaf} again")
+               f"budget {e.leaf} (rank {e.rank}) would rank above budget {res.leaf} again")
     return (f"the free GPUs on {', '.join(nodes)} are reserved for {res.holder} until "
             f"{when(res.until, p.now)} and {why}")
 

@@ -25,7 +25,7 @@ import engine.core.decide as decide_module
 import engine.core.queue as queue_module
 from engine.core.decide import decide
 from engine.core.placement import Layout, Layouts, Pool, fit
-from engine.core.queue import UnallocatedEntries, build_queue
+from engine.core.queue import KnownEntries, build_queue
 from engine.core.reservation import earliest_start, hold_nodes
 from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload
 from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
@@ -274,17 +274,18 @@ def test_unallocated_entries_equal_fresh_ones(monkeypatch):
     rnd = random.Random(2)
     snap, config, now = _world(rnd)
     ranks = decide(snap, config, now).ranks
-    cache = UnallocatedEntries(limit=5)
-    for w in snap.pending * 3:
-        if not w.contract.allocated:
-            e = cache.entry(w)
-            c = w.contract
-            assert e.workload is w and e == (w, None, None, e.note, (2, 0, 0, w.submitted_at, w.id), False,
-                                             (None, False, c.gpus_per_pod, c.pods, c.cluster,
-                                              c.min_runtime_s, c.resumable))
-    entries = build_queue(snap.pending, ranks)
-    monkeypatch.setattr(queue_module, "_UNALLOCATED", UnallocatedEntries())
-    assert build_queue(snap.pending, ranks) == entries
+    monkeypatch.setattr(queue_module, "_KNOWN", KnownEntries(limit=5))  # cleared again and again
+    for _ in range(3):
+        entries, _ = build_queue(snap.pending, ranks)
+        for e in entries:
+            w, c = e.workload, e.workload.contract
+            if not c.allocated:
+                assert e == (w, None, None, e.note, (2, 0, 0, w.submitted_at, w.id), False,
+                             (None, False, c.gpus_per_pod, c.pods, c.cluster, c.min_runtime_s,
+                              c.resumable))
+    warm = build_queue(snap.pending, ranks)
+    monkeypatch.setattr(queue_module, "_KNOWN", KnownEntries())
+    assert build_queue(snap.pending, ranks) == warm
 
 
 def test_decide_same_with_caches_cold_or_warm(monkeypatch):
@@ -294,6 +295,6 @@ def test_decide_same_with_caches_cold_or_warm(monkeypatch):
     cold = []
     for w in worlds * 2:
         monkeypatch.setattr(decide_module, "_LAYOUTS", Layouts())
-        monkeypatch.setattr(queue_module, "_UNALLOCATED", UnallocatedEntries())
+        monkeypatch.setattr(queue_module, "_KNOWN", KnownEntries())
         cold.append(_outcome(*w))
     assert warm == cold

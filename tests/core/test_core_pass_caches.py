@@ -12,8 +12,8 @@
 * ``Decision.statuses`` makes its index only when first read, and then reads as the dict
   of every workload's status.
 * ``Pool.group_free`` equals the sums of free GPUs per group as the pool changes.
-* :class:`~engine.core.queue.FundedParts` (queue parts of funded work, across decisions)
-  gives the entries of a cold queue, for other trees and debug rules; ``decide`` gives the
+* :class:`~engine.core.queue.KnownEntries` (queue entries across decisions) gives the
+  entries of a cold queue, as rank numbers move, for other trees and debug rules; ``decide`` gives the
   same decision with the running facts, victim records and victim sums cold or warm.
 """
 
@@ -159,10 +159,10 @@ def test_group_free_follows_the_pool():
     assert not math.isnan(sum(pool.group_free().values()))
 
 
-def test_funded_parts_give_the_entries_of_a_cold_queue(monkeypatch):
+def test_known_entries_give_the_entries_of_a_cold_queue(monkeypatch):
     import engine.core.queue as queue_module
     from engine.core.fairshare import rank_leaves
-    from engine.core.queue import FundedParts, UnallocatedEntries, build_queue
+    from engine.core.queue import KnownEntries, build_queue
     from engine.model import DebugRule
 
     rnd = random.Random(4)
@@ -171,13 +171,18 @@ def test_funded_parts_give_the_entries_of_a_cold_queue(monkeypatch):
                                               rnd.choice([0.0, 600.0, 3600.0]), priority=rnd.randint(0, 2),
                                               gpus_per_pod=rnd.choice([0, 1, 4, 8]), pods=rnd.choice([1, 2])),
                         float(rnd.randint(0, 50))) for k in range(60)]
-    for tree in (TREE, other, TREE):
-        ranks = rank_leaves(tree, {leaf: float(rnd.randint(0, 900)) for leaf in LEAVES})
+    for tree in (TREE, other, TREE, TREE):
         for rule in (DebugRule(), DebugRule(max_gpus=4), None, DebugRule()):
-            warm = build_queue(pending, ranks, rule)
-            monkeypatch.setattr(queue_module, "_FUNDED", FundedParts())
-            monkeypatch.setattr(queue_module, "_UNALLOCATED", UnallocatedEntries())
-            assert build_queue(pending, ranks, rule) == warm
+            for _ in range(4):  # the leaves' rank numbers move between decisions
+                ranks = rank_leaves(tree, {leaf: float(rnd.randint(0, 900)) for leaf in LEAVES})
+                queued = rnd.sample(pending, 40)
+                warm = build_queue(queued, ranks, rule)
+                kept = queue_module._KNOWN
+                monkeypatch.setattr(queue_module, "_KNOWN", KnownEntries())
+                assert build_queue(queued, ranks, rule) == warm
+                monkeypatch.setattr(queue_module, "_KNOWN", kept)
+                for e in warm[0]:  # the rank number of its leaf in this decision
+                    assert e.rank == (ranks[e.leaf].rank if e.leaf is not None else None)
 
 
 def test_decide_same_with_pass_caches_cold_or_warm(monkeypatch):

@@ -248,7 +248,7 @@ class _Pass:
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
         for e in entries:
-            key = e.alike  # (a loan depends on the resumable flag too)
+            key = e.same  # (Entry.alike's number; a loan depends on the resumable flag too)
             hit = seen.get(key)
             if hit is not None and hit[0] == self.state:
                 add(hit[1])
@@ -389,7 +389,7 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     entries, rejects = build_queue(snapshot.pending, p.ranks, p.policy.debug)
     # "can never fit", once per shape and cluster (alike keys hold them: items 2 to 4); the
     # entries are walked one by one only when some are rejected
-    first = {e.alike[2:5]: e for e in {e.alike: e for e in entries}.values()}
+    first = {e.alike[2:5]: e for e in {e.same: e for e in entries}.values()}
     memo = {shape: _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
                                      e.workload.contract) for shape, e in first.items()}
     kept: list[Entry] = entries

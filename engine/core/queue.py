@@ -50,6 +50,9 @@ class Entry(NamedTuple):
     # what the outcome of its turn in the queue walk depends on besides the pass's state:
     # (leaf, debug, GPUs per pod, pods, cluster, min runtime, resumable); see decide.run
     alike: tuple = ()
+    # a number for ``alike``: equal for equal tuples among the entries of one queue (a
+    # cheaper dict key than the tuple; :class:`KnownEntries`)
+    same: int = 0
 
 
 def alike(leaf: str | None, debug: bool, c: Contract) -> tuple:
@@ -91,14 +94,23 @@ class KnownEntries:
         self.bounds: tuple[int, float] | None = None  # the debug rule's (max GPUs, max min runtime)
         # id -> [workload, parts (None: asks for no allocation), rank number, entry]
         self.remembered: dict[int, list] = {}
+        self.numbers: dict[tuple, int] = {}  # Entry.alike -> Entry.same, while remembered
 
     def table(self, bounds: tuple[int, float]) -> dict[int, list]:
         """The remembered workloads for the debug rule's ``bounds``; read it by
         ``id(workload)`` (a row counts only if its workload *is* the one looked up)."""
         if bounds != self.bounds or len(self.remembered) >= self.limit:
             self.remembered.clear()
+            self.numbers.clear()  # (no entry made with the old numbers is kept)
             self.bounds = bounds
         return self.remembered
+
+    def number(self, alike: tuple) -> int:
+        """:attr:`Entry.same` for ``alike``."""
+        found = self.numbers.get(alike)
+        if found is None:
+            found = self.numbers[alike] = len(self.numbers)
+        return found
 
 
 _KNOWN = KnownEntries()
@@ -117,8 +129,8 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     rejects: list[tuple[Workload, str]] = []
     add, add_unallocated = entries.append, unallocated.append
     entry = tuple.__new__  # Entry(...) without the named tuple's Python-level __new__
-    known = _KNOWN.table((dmax_gpus, dmax_min))
-    number = {leaf: lr.rank for leaf, lr in ranks.items()}
+    known, number = _KNOWN.table((dmax_gpus, dmax_min)), _KNOWN.number
+    rank_of = {leaf: lr.rank for leaf, lr in ranks.items()}
     for w in pending:
         row = known.get(id(w))
         if row is None or row[0] is not w:  # not seen before: check it
@@ -134,30 +146,33 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
             asked = c.budget
             if asked is None or c.min_runtime_s <= 0:  # asks for no allocation (not c.allocated)
                 leaf, note = charged_leaf(w, {})  # unallocated whatever the tree
+                same = alike(None, False, c)
                 row = known[id(w)] = [w, None, None, Entry(
-                    w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False,
-                    alike(None, False, c))]
+                    w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False, same,
+                    number(same))]
             else:
                 debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
+                same = alike(asked, debug_shape, c)
                 row = known[id(w)] = [w, (asked, debug_shape, -c.priority, w.submitted_at, w.id,
-                                          alike(asked, debug_shape, c)), None, None]
+                                          same, number(same)), None, None]
         parts = row[1]
         if parts is None:  # asks for no allocation
             add_unallocated(row[3])
             continue
-        rank = number.get(parts[0])
+        rank = rank_of.get(parts[0])
         if rank is not None and rank == row[2]:  # (its entry for this rank number)
             add(row[3])
             continue
-        budget, debug_shape, neg_priority, submitted, wid, same = parts
+        budget, debug_shape, neg_priority, submitted, wid, same, same_number = parts
         if rank is None:  # its budget is not a leaf of this tree: unallocated, the note says why
             leaf, note = charged_leaf(w, ranks)
+            same = alike(None, False, w.contract)
             add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, submitted, wid), False,
-                                          alike(None, False, w.contract))))
+                                          same, number(same))))
             continue
         e = entry(Entry, (w, budget, rank, dnote if debug_shape else "",
                           (0 if debug_shape else 1, rank, neg_priority, submitted, wid),
-                          debug_shape, same))
+                          debug_shape, same, same_number))
         row[2], row[3] = rank, e
         add(e)
     entries.sort(key=itemgetter(4))

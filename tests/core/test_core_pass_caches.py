@@ -13,7 +13,8 @@
   of every workload's status.
 * ``Pool.group_free`` equals the sums of free GPUs per group as the pool changes.
 * :class:`~engine.core.queue.KnownEntries` (queue entries across decisions) gives the
-  entries of a cold queue, as rank numbers move, for other trees and debug rules; ``decide`` gives the
+  entries of a cold queue, as rank numbers move, for other trees and debug rules, with one
+  number per alike tuple; ``decide`` gives the
   same decision with the running facts, victim records and victim sums cold or warm.
 """
 
@@ -179,8 +180,12 @@ def test_known_entries_give_the_entries_of_a_cold_queue(monkeypatch):
                 warm = build_queue(queued, ranks, rule)
                 kept = queue_module._KNOWN
                 monkeypatch.setattr(queue_module, "_KNOWN", KnownEntries())
-                assert build_queue(queued, ranks, rule) == warm
+                cold = build_queue(queued, ranks, rule)
                 monkeypatch.setattr(queue_module, "_KNOWN", kept)
+                # the same entries but for the numbers of alike tuples, which only name them
+                assert [e[:-1] for e in cold[0]] == [e[:-1] for e in warm[0]] and cold[1] == warm[1]
+                assert len({e.same for e in warm[0]}) == len({e.alike for e in warm[0]}) == \
+                    len({(e.alike, e.same) for e in warm[0]})
                 for e in warm[0]:  # the rank number of its leaf in this decision
                     assert e.rank == (ranks[e.leaf].rank if e.leaf is not None else None)
 

@@ -246,7 +246,7 @@ class _Pass:
         self.maxfail: dict[tuple, int] = {}
         self.noreserve: set[tuple] = set()  # (shape, preemptible leaves) with no finite start
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
-        seen: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
+        seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
         for e in entries:
             key = e.same  # (Entry.alike's number; a loan depends on the resumable flag too)
             hit = seen.get(key)

@@ -297,6 +297,7 @@ class Holds:
         self.limit, self.cap = limit, share * total  # no reservation past either
         self._capacity, self._rules, self._proj, self._now = capacity, rules, proj, now
         self._kept: dict[tuple, tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]] = {}
+        self._timed = 0  # timed reservations so far (the others are drain holds)
 
     def may_add(self) -> bool:
         """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
@@ -305,6 +306,7 @@ class Holds:
 
     def add(self, res: Reservation) -> None:
         self.items.append(res)
+        self._timed += not res.hold
         self.nodes = self.nodes | res.nodes
         self.gpus += sum(self._capacity[n] for n in res.nodes)
 
@@ -341,8 +343,11 @@ class Holds:
 
     def _kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
         # the answer depends on the leaf, the min runtime, the reservations so far and the
-        # anti-ping-pong projection: remembered per pass under exactly that key
-        key = (e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
+        # anti-ping-pong projection: remembered per pass under exactly that key; while every
+        # reservation is a drain hold, on the reservations alone (a hold keeps off all funded
+        # work, whatever its leaf and min runtime)
+        key = ((e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
+               if self._timed or e.leaf is None else (len(self.items),))
         found = self._kept.get(key)
         if found is None:
             nodes: frozenset[str] = frozenset()

@@ -48,16 +48,17 @@ numbers recorded during the pass. Caches of pure functions of immutable inputs l
 decisions (decisions do not depend on them): "can never fit" per node layout and shape
 (:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
-:class:`~engine.model.BudgetTree`), queue entries of unallocated work and the parts of those of
-funded work that depend on the workload alone (:mod:`engine.core.queue`), what each running
+:class:`~engine.model.BudgetTree`), each pending workload's queue entry while its leaf's rank
+number stays (:class:`~engine.core.queue.KnownEntries`), what each running
 workload alone gives (GPUs, charged leaf, charge rate, release:
 :mod:`engine.core.running_facts`), each running workload's victim record while its leaf, rank
 and cost stay the same (:mod:`engine.core.victim_cache`) and each node's victim cost sums while
 its victims do (:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built
 and indexed on the first victim search, running work is sorted as releases once, on the first
 reservation (:mod:`engine.core.releases`), and which reservations keep a workload off, and why,
-is worked out once per leaf, min runtime, reservations so far and projection
-(:class:`~engine.core.reservation.Holds`); the why is the one at the workload's turn.
+is worked out once per leaf, min runtime, reservations so far and projection (once per
+reservations so far while all are drain holds: :class:`~engine.core.reservation.Holds`); the
+why is the one at the workload's turn.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running
                                WorkloadStatus)
 from engine.core.victim_cache import VictimCache
 from engine.core.victim_index import VictimIndex
+from engine.core.walk_memo import WalkMemos
 from engine.model import Config
 
 
@@ -232,19 +234,7 @@ class _Pass:
         gets that one's outcome without a second walk (long queues of alike jobs)."""
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
-        self.nofit: set[tuple] = set()
-        # (shape, preemptible leaves with victims) whose search failed -> lower-ranked leaves
-        # with victims that the anti-ping-pong rule excluded then
-        self.novictims: dict[tuple, tuple[str, ...]] = {}
-        # (GPUs per pod, pods, cluster) -> (kept-off nodes, leaves, debug leaves) of each failed
-        # search since the last preemption: a search with no more nodes and no more eligible
-        # victims fails too (:meth:`_failed_before`)
-        self.failed: dict[tuple, list[tuple[frozenset, frozenset, frozenset | None]]] = {}
-        # shape -> rank: failed with every victim ranked below ``rank`` allowed, so every later
-        # workload of that shape ranking no better fails too (victims and GPUs only shrink
-        # until a preemption, which clears this, novictims and failed)
-        self.maxfail: dict[tuple, int] = {}
-        self.noreserve: set[tuple] = set()  # (shape, preemptible leaves) with no finite start
+        self.memo = WalkMemos()  # its failures, until a preemption
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
         for e in entries:
@@ -263,8 +253,8 @@ class _Pass:
     def step(self, e: Entry) -> tuple[str, object, int]:
         """One workload of the walk (see :meth:`run`): admit it, find it victims, reserve
         for it, or say why it waits."""
-        nofit, novictims, maxfail = self.nofit, self.novictims, self.maxfail
-        noreserve, quick = self.noreserve, self.quick
+        memo, quick = self.memo, self.quick
+        nofit, novictims, maxfail, noreserve = memo.nofit, memo.novictims, memo.maxfail, memo.noreserve
         c = e.workload.contract
         clusters = self.pool.cluster_names(c.cluster)
         free = 0 if quick else self.pool.free_in(clusters)
@@ -303,20 +293,15 @@ class _Pass:
                     upper = self.rules.preemptible_upper(vok)
                     found = None
                     gang = (c.gpus_per_pod, c.pods, c.cluster)
-                    if free + upper >= c.gpus and not self._failed_before(gang, exclude, vok, dok):
+                    if free + upper >= c.gpus and not memo.failed_before(gang, exclude, vok, dok):
                         found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
                                              self.by_node, vok, exclude, None, dok)
                     if found is not None:
                         self.admit(e, found[0], found[1])
                         self.state += 1
-                        # preemption may leave GPUs free that others can use: what failed
-                        # before may not fail now
-                        nofit.clear()
-                        novictims.clear()
-                        maxfail.clear()
-                        self.failed.clear()
+                        memo.preempted()  # it may leave GPUs free that others can use
                         return ("admitted", "", free)
-                    self.failed.setdefault(gang, []).append((exclude, vok, dok))
+                    memo.search_failed(gang, exclude, vok, dok)
                     blocked = novictims[(shape, vok, dok)] = tuple(sorted(
                         self.rules.victims_below(rank) - vok))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
@@ -343,20 +328,6 @@ class _Pass:
         if exclude:
             return ("reserved-out", holds.why_kept_off(e), free)  # (as it stands at its turn)
         return ("wait", why, free)
-
-    def _failed_before(self, gang: tuple, exclude: frozenset[str], vok: frozenset[str],
-                       dok: frozenset[str] | None) -> bool:
-        """Did a search for the same gang fail since the last preemption with at least these
-        nodes (kept off no more: ``exclude`` contains its kept-off nodes) and at least these
-        eligible victims (its leaves contain ``vok``, its debug leaves contain ``dok``, None
-        being every leaf)? Then this one fails too: a search fails exactly when no node, and no
-        group with every eligible victim on it taken, has room (:func:`find_victims`), and
-        until a preemption free GPUs and victims only shrink."""
-        for kept, leaves, debug in self.failed.get(gang, ()):
-            if (kept <= exclude and vok <= leaves
-                    and (debug is None or (dok is not None and dok <= debug))):
-                return True
-        return False
 
     def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],
                 ok: frozenset[str]) -> bool:

@@ -178,21 +178,31 @@ def _busy_world(rnd: random.Random):
 def test_a_search_skipped_as_failed_before_would_fail(monkeypatch):
     import engine.core.decide as decide_module
     from engine.core.preemption import find_victims
+    from engine.core.walk_memo import WalkMemos
 
-    asked = decide_module._Pass._failed_before
+    asked = WalkMemos.failed_before
     skipped: list[tuple] = []
+    passes: list = []
 
-    def checked(p, gang, exclude, vok, dok):
-        if not asked(p, gang, exclude, vok, dok):
+    def checked(memo, gang, exclude, vok, dok):
+        if not asked(memo, gang, exclude, vok, dok):
             return False
+        p = passes[-1]
+        assert p.memo is memo
         gpus_per_pod, pods, cluster = gang
         assert find_victims(gpus_per_pod, pods, p.pool.cluster_names(cluster), p.pool, p.by_node,
                             vok, exclude, None, dok) is None
         skipped.append((exclude, vok))
         return True
 
-    monkeypatch.setattr(decide_module._Pass, "_failed_before", checked)
-    rnd = random.Random(4)
-    for _ in range(150):
+    class Pass(decide_module._Pass):
+        def __init__(self, *args):
+            super().__init__(*args)
+            passes.append(self)
+
+    monkeypatch.setattr(WalkMemos, "failed_before", checked)
+    monkeypatch.setattr(decide_module, "_Pass", Pass)
+    rnd = random.Random(2)
+    for _ in range(300):
         decide_module.decide(*_busy_world(rnd))
     assert len(skipped) > 30 and sum(1 for kept, _ in skipped if kept) > 10  # with nodes kept off

@@ -1,0 +1,63 @@
+"""What one queue walk remembers of its failures, so that later workloads skip hopeless work.
+
+The walk (:meth:`engine.core.decide._Pass.step`) tries, for each workload, a placement on
+free GPUs, then a victim search, then a reservation. Within one walk, free GPUs and victims
+only shrink (admissions take GPUs; reservations only keep more workloads off more nodes)
+until a preemption, which may leave GPUs free that no workload could use before (a victim
+holding more GPUs than its preemptor takes). So a failure stays a failure until the next
+preemption, and every memo of a failed placement or search is dropped then
+(:meth:`WalkMemos.preempted`). A reservation that could not be made stays impossible: whether
+one can be made depends on node capacity and the nodes not yet reserved, never on free GPUs.
+
+Each memo changes no result: it only skips a placement, search or reservation that would
+fail. Edge cases: a gang's key includes its cluster (None: any), a shape's key its kept-off
+nodes (different nodes, different answer); an empty set of eligible leaves is a set like any
+other (unallocated victims stay eligible).
+"""
+
+from __future__ import annotations
+
+
+class WalkMemos:
+    """The failures of one queue walk (module docstring)."""
+
+    def __init__(self) -> None:
+        # shapes (GPUs per pod, pods, cluster, kept-off nodes) that found no free placement
+        self.nofit: set[tuple] = set()
+        # (shape, eligible leaves, debug leaves) whose search failed -> lower-ranked leaves with
+        # victims that the anti-ping-pong rule excluded then (for the status)
+        self.novictims: dict[tuple, tuple[str, ...]] = {}
+        # shape -> rank: failed with every victim ranked below ``rank`` eligible, so every
+        # later workload of that shape ranking no better fails too
+        self.maxfail: dict[tuple, int] = {}
+        # (shape, leaves the rule allows) with no reservation to make (kept across preemptions)
+        self.noreserve: set[tuple] = set()
+        # gang (GPUs per pod, pods, cluster) -> (kept-off nodes, eligible leaves, debug leaves)
+        # of each failed search: see failed_before
+        self.failed: dict[tuple, list[tuple[frozenset, frozenset, frozenset | None]]] = {}
+
+    def failed_before(self, gang: tuple, exclude: frozenset[str], vok: frozenset[str],
+                      dok: frozenset[str] | None) -> bool:
+        """Did a search for the same gang fail since the last preemption with at least these
+        nodes (kept off no more: ``exclude`` contains its kept-off nodes) and at least these
+        eligible victims (its leaves contain ``vok``, its debug leaves contain ``dok``, None
+        being every leaf)? Then this one fails too: a search fails exactly when no node, and
+        no group with every eligible victim on it taken, has room
+        (:func:`~engine.core.preemption.find_victims`)."""
+        for kept, leaves, debug in self.failed.get(gang, ()):
+            if (kept <= exclude and vok <= leaves
+                    and (debug is None or (dok is not None and dok <= debug))):
+                return True
+        return False
+
+    def search_failed(self, gang: tuple, exclude: frozenset[str], vok: frozenset[str],
+                      dok: frozenset[str] | None) -> None:
+        """Remember a failed search (see :meth:`failed_before`)."""
+        self.failed.setdefault(gang, []).append((exclude, vok, dok))
+
+    def preempted(self) -> None:
+        """A preemption: what failed before may not fail now."""
+        self.nofit.clear()
+        self.novictims.clear()
+        self.maxfail.clear()
+        self.failed.clear()

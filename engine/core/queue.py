@@ -27,6 +27,7 @@ Rules:
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from operator import itemgetter
 from typing import Iterable, Mapping, NamedTuple
 
@@ -95,6 +96,8 @@ class KnownEntries:
         # id -> [workload, parts (None: asks for no allocation), rank number, entry]
         self.remembered: dict[int, list] = {}
         self.numbers: dict[tuple, int] = {}  # Entry.alike -> Entry.same, while remembered
+        self.epoch = 0  # clears so far
+        self.last: _Last | None = None  # the previous queue (build_queue)
 
     def table(self, bounds: tuple[int, float]) -> dict[int, list]:
         """The remembered workloads for the debug rule's ``bounds``; read it by
@@ -103,6 +106,8 @@ class KnownEntries:
             self.remembered.clear()
             self.numbers.clear()  # (no entry made with the old numbers is kept)
             self.bounds = bounds
+            self.epoch += 1
+            self.last = None
         return self.remembered
 
     def number(self, alike: tuple) -> int:
@@ -116,12 +121,82 @@ class KnownEntries:
 _KNOWN = KnownEntries()
 
 
+class _Last(NamedTuple):
+    """The previous queue :func:`build_queue` made, to update when few workloads changed."""
+
+    bounds: tuple[int, float]
+    rank_of: dict[str, int]
+    epoch: int  # KnownEntries.epoch then (its rows are those entries' rows)
+    ids: set[int]  # id of every workload queued or rejected
+    funded: list[Entry]  # sorted by key
+    unallocated: list[Entry]  # sorted by key
+    rejects: list[tuple[Workload, str]]
+
+
 def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                 debug: DebugRule | None = None) -> tuple[list[Entry], list[tuple[Workload, str]]]:
     """Queue entries in order, and the workloads to reject with their reasons. ``debug``:
-    the policy's debug rule (None: no workload is a debug workload)."""
-    dmax_gpus = debug.max_gpus if debug is not None else -1
-    dmax_min = debug.max_min_runtime_s if debug is not None else -1.0
+    the policy's debug rule (None: no workload is a debug workload).
+
+    A shell queues nearly the same workloads decision after decision: when the debug rule
+    and every leaf's rank number are those of the previous call and at most
+    :data:`FEW_CHANGES` workloads came or went, the previous queue is updated (the gone ones
+    removed, the new ones inserted by key) instead of made and sorted again; same result."""
+    bounds = (debug.max_gpus, debug.max_min_runtime_s) if debug is not None else (-1, -1.0)
+    known = _KNOWN.table(bounds)
+    rank_of = {leaf: lr.rank for leaf, lr in ranks.items()}
+    last = _KNOWN.last
+    if (last is not None and last.epoch == _KNOWN.epoch and last.bounds == bounds
+            and last.rank_of == rank_of and isinstance(pending, (tuple, list))):
+        ids = set(map(id, pending))
+        gone, new = last.ids - ids, ids - last.ids
+        if len(ids) == len(pending) and len(gone) + len(new) <= FEW_CHANGES:
+            funded, unallocated = last.funded.copy(), last.unallocated.copy()
+            rejects = last.rejects
+            if gone:
+                rejects = [r for r in rejects if id(r[0]) not in gone]
+                for wid in gone:
+                    row = known.get(wid)
+                    if row is None:  # (a rejected workload: never remembered)
+                        continue
+                    parts = row[1]
+                    if parts is not None and rank_of.get(parts[0]) is not None:
+                        lst, key = funded, row[3].key
+                    else:  # unallocated: asks for none, or its budget is not a leaf
+                        lst = unallocated
+                        key = row[3].key if parts is None else (2, 0, 0, parts[3], parts[4])
+                    i = bisect_left(lst, key, key=itemgetter(4))
+                    assert lst[i].workload is row[0]  # (keys are unique: they end with the id)
+                    del lst[i]
+            if new:
+                more, more_unallocated, more_rejects = _entries(
+                    [w for w in pending if id(w) in new], ranks, rank_of, known, bounds)
+                for e in more:
+                    insort(funded, e, key=itemgetter(4))
+                for e in more_unallocated:
+                    insort(unallocated, e, key=itemgetter(4))
+                if more_rejects:
+                    rejects = sorted(rejects + more_rejects, key=lambda r: r[0].id)
+            _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, ids, funded, unallocated, rejects)
+            return funded + unallocated, list(rejects)
+    funded, unallocated, rejects = _entries(pending, ranks, rank_of, known, bounds)
+    funded.sort(key=itemgetter(4))
+    unallocated.sort(key=itemgetter(4))
+    rejects.sort(key=lambda r: r[0].id)
+    if isinstance(pending, (tuple, list)):
+        _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, set(map(id, pending)), funded,
+                            unallocated, rejects)
+    return funded + unallocated, list(rejects)
+
+
+FEW_CHANGES = 64  # workloads come or gone since the previous queue, for an update (build_queue)
+
+
+def _entries(pending: Iterable[Workload], ranks: Mapping[str, LeafRank], rank_of: dict[str, int],
+             known: dict[int, list], bounds: tuple[int, float]
+             ) -> tuple[list[Entry], list[Entry], list[tuple[Workload, str]]]:
+    """The entries of ``pending``, funded and unallocated (unsorted), and its rejects."""
+    dmax_gpus, dmax_min = bounds
     dnote = (f"debug workload (at most {dmax_gpus} GPUs, min runtime at most "
              f"{dmax_min / 60:g} min): queued ahead of other allocated work")
     entries: list[Entry] = []
@@ -129,8 +204,7 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     rejects: list[tuple[Workload, str]] = []
     add, add_unallocated = entries.append, unallocated.append
     entry = tuple.__new__  # Entry(...) without the named tuple's Python-level __new__
-    known, number = _KNOWN.table((dmax_gpus, dmax_min)), _KNOWN.number
-    rank_of = {leaf: lr.rank for leaf, lr in ranks.items()}
+    number = _KNOWN.number
     for w in pending:
         row = known.get(id(w))
         if row is None or row[0] is not w:  # not seen before: check it
@@ -175,8 +249,4 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                           debug_shape, same, same_number))
         row[2], row[3] = rank, e
         add(e)
-    entries.sort(key=itemgetter(4))
-    unallocated.sort(key=itemgetter(4))
-    entries += unallocated
-    rejects.sort(key=lambda r: r[0].id)
-    return entries, rejects
+    return entries, unallocated, rejects

@@ -14,7 +14,8 @@
 * ``Pool.group_free`` equals the sums of free GPUs per group as the pool changes.
 * :class:`~engine.core.queue.KnownEntries` (queue entries across decisions) gives the
   entries of a cold queue, as rank numbers move, for other trees and debug rules, with one
-  number per alike tuple; ``decide`` gives the
+  number per alike tuple; a queue updated from the previous one (a few workloads come and
+  gone) is the queue made afresh, also as ranks and the debug rule change; ``decide`` gives the
   same decision with the running facts, victim records and victim sums cold or warm.
 """
 
@@ -188,6 +189,54 @@ def test_known_entries_give_the_entries_of_a_cold_queue(monkeypatch):
                     len({(e.alike, e.same) for e in warm[0]})
                 for e in warm[0]:  # the rank number of its leaf in this decision
                     assert e.rank == (ranks[e.leaf].rank if e.leaf is not None else None)
+
+
+def test_a_queue_updated_from_the_previous_one_is_the_queue_made_afresh(monkeypatch):
+    import engine.core.queue as queue_module
+    from engine.core.fairshare import rank_leaves
+    from engine.core.queue import KnownEntries, build_queue
+    from engine.model import DebugRule
+
+    rnd = random.Random(11)
+
+    def workload(k: int) -> Workload:
+        c = Contract(rnd.choice(["A1", "A2", "B1", None, "gone"]), rnd.choice([0.0, 600.0, 3600.0]),
+                     priority=rnd.randint(0, 2), gpus_per_pod=rnd.choice([0, 1, 4, 8]),
+                     pods=rnd.choice([1, 2]))
+        return Workload(f"w{k:04d}", c, float(rnd.randint(0, 500)),
+                        invalid="refused" if rnd.random() < 0.03 else None)
+
+    pool = [workload(k) for k in range(400)]
+    pending = rnd.sample(pool, 150)
+    usage = {leaf: float(rnd.randint(0, 900)) for leaf in LEAVES}
+    rule: DebugRule | None = DebugRule()
+    sizes = []
+    entries_of = queue_module._entries
+
+    def counted(ws, *args):
+        sizes.append(len(ws))
+        return entries_of(ws, *args)
+
+    monkeypatch.setattr(queue_module, "_entries", counted)
+    for step in range(300):
+        out = [w for w in pending if rnd.random() > 0.02]  # a few go (admitted, rejected)
+        queued = {w.id for w in out}
+        others = [w for w in pool if w.id not in queued]
+        pending = out + rnd.sample(others, min(len(others), rnd.choice([0, 1, 3, 80])))
+        rnd.shuffle(pending)
+        if rnd.random() < 0.05:  # the leaves' rank numbers move
+            usage = {leaf: float(rnd.randint(0, 900)) for leaf in LEAVES}
+        if rnd.random() < 0.03:
+            rule = rnd.choice([DebugRule(), DebugRule(max_gpus=4), None])
+        ranks = rank_leaves(TREE, usage)
+        warm = build_queue(tuple(pending), ranks, rule)
+        kept = queue_module._KNOWN
+        monkeypatch.setattr(queue_module, "_KNOWN", KnownEntries())
+        cold = build_queue(tuple(pending), ranks, rule)
+        monkeypatch.setattr(queue_module, "_KNOWN", kept)
+        assert [e[:-1] for e in warm[0]] == [e[:-1] for e in cold[0]] and warm[1] == cold[1], step
+    # most queues were updates: only the workloads new since the previous one were made
+    assert sum(1 for n in sizes if n < 100) > 100
 
 
 def test_decide_same_with_pass_caches_cold_or_warm(monkeypatch):

@@ -49,7 +49,8 @@ decisions (decisions do not depend on them): "can never fit" per node layout and
 (:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
 :class:`~engine.model.BudgetTree`), each pending workload's queue entry while its leaf's rank
-number stays (:class:`~engine.core.queue.KnownEntries`), what each running
+number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, updated when
+few workloads came or went (:func:`~engine.core.queue.build_queue`), what each running
 workload alone gives (GPUs, charged leaf, charge rate, release:
 :mod:`engine.core.running_facts`), each running workload's victim record while its leaf, rank
 and cost stay the same (:mod:`engine.core.victim_cache`) and each node's victim cost sums while

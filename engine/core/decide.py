@@ -291,18 +291,18 @@ class _Pass:
                 vok = self.all_leaves if e.debug else self.rules.ok_victim_leaves(e.leaf, rank, charge)
                 blocked = novictims.get((shape, vok, dok))
                 if blocked is None:
-                    upper = self.rules.preemptible_upper(vok)
-                    found = None
                     gang = (c.gpus_per_pod, c.pods, c.cluster)
-                    if free + upper >= c.gpus and not memo.failed_before(gang, exclude, vok, dok):
+                    if free + self.rules.preemptible_upper(vok) < c.gpus:
+                        memo.search_failed(gang, exclude, vok, dok)  # (not even with them all)
+                    elif not memo.failed_before(gang, exclude, vok, dok):  # (else: covered)
                         found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
                                              self.by_node, vok, exclude, None, dok)
-                    if found is not None:
-                        self.admit(e, found[0], found[1])
-                        self.state += 1
-                        memo.preempted()  # it may leave GPUs free that others can use
-                        return ("admitted", "", free)
-                    memo.search_failed(gang, exclude, vok, dok)
+                        if found is not None:
+                            self.admit(e, found[0], found[1])
+                            self.state += 1
+                            memo.preempted()  # it may leave GPUs free that others can use
+                            return ("admitted", "", free)
+                        memo.search_failed(gang, exclude, vok, dok)
                     blocked = novictims[(shape, vok, dok)] = tuple(sorted(
                         self.rules.victims_below(rank) - vok))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure

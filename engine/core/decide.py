@@ -41,10 +41,11 @@ not fit" is memoised per shape; a victim search is skipped when free GPUs plus e
 ranked below could not make room (a Fenwick tree over ranks), when the same gang already failed
 since the last preemption with at least its nodes and its eligible victims (the anti-ping-pong
 rule is asked only about leaves with work past its min runtime, and not at all when none ranks
-below), or when it failed for a workload ranking no lower with no victim excluded by that rule
-(these memos are dropped at each preemption); the victim search visits nodes cheapest bound
-first (:mod:`engine.core.victim_index`); statuses and their wording are built lazily, from
-numbers recorded during the pass. Caches of pure functions of immutable inputs live across
+below), when it failed for a workload ranking no lower with no victim excluded by that rule
+(these memos are dropped at each preemption), or, for work kept off by reservations once no
+more can be made, when no node or node group could make room with every victim ranked below
+(:meth:`_Pass.fails_for_all_below`); the victim search visits nodes cheapest bound first
+(:mod:`engine.core.victim_index`); statuses are built lazily, from numbers recorded in the pass. Caches of pure functions of immutable inputs live across
 decisions (decisions do not depend on them): "can never fit" per node layout and shape
 (:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
@@ -67,7 +68,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from engine.core.drain import drain
-from engine.core.explain import StatusMap, leaf_text, placement_text, when
+from engine.core.explain import StatusMap, leaf_text, placement_text, preempt_reason
 from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility
@@ -184,22 +185,16 @@ class _Pass:
             mine = texts[e.leaf] = leaf_text(self.ranks.get(e.leaf) if e.leaf else None, self.n)
         for v in victims:
             self.gone.add(v.id)
-            if v.leaf is None:
-                why = "unallocated work is preempted first"
-            else:
+            theirs = None
+            if v.leaf is not None:
                 # only work charged to a leaf (which has its rank, queue.Entry) finds victims (step)
                 assert e.rank is not None
                 self.proj.remove(v.leaf, self.rate_of(v.on))
                 theirs = texts.get(v.leaf)
                 if theirs is None:
                     theirs = texts[v.leaf] = leaf_text(self.ranks.get(v.leaf), self.n)
-                ended = when(v.running.protected_until, self.now)
-                why = (f"{w.id} is a debug workload, which may preempt work of any budget past "
-                       f"its min runtime, and this one's ended {ended} ({theirs})" if e.debug else
-                       f"{theirs} ranks below {e.leaf} (rank {e.rank}) and "
-                       f"its min runtime ended {ended}")
-            reason = (f"preempted for {w.id} ({mine}): {why}; "
-                      f"progress lost {v.cost / 3600:.2f} GPU-h")
+            reason = preempt_reason(w.id, mine, e.debug, e.leaf, e.rank, theirs,
+                                    v.running.protected_until, self.now, v.cost)
             self.actions.append(Preempt(v.id, w.id, reason, requeue=True))
             self.preempted[v.id] = (w.id, reason)
             for n, g in v.on:
@@ -251,6 +246,26 @@ class _Pass:
                 seen[key] = (before, got)
         return outcome
 
+    def fails_for_all_below(self, e: Entry, rank: int, clusters: Sequence[str],
+                            exclude: frozenset[str], shape: tuple) -> bool:
+        """Would a victim search for ``e`` fail with every victim ranked below ``rank``
+        eligible? Then so does its search under the anti-ping-pong rule, which is not asked
+        (the costly part of a busy walk). Remembered for the shape, ranks no better. Asked only
+        where no status shows the rule's exclusions: work kept off by reservations once no more
+        can be made (a shape that keeps off nodes keeps them off for the rest of the walk)."""
+        c, memo = e.workload.contract, self.memo
+        gang, every = (c.gpus_per_pod, c.pods, c.cluster), self.rules.victims_below(rank)
+        key = (gang, exclude, every)
+        if memo.roomy.get(key) == self.state:
+            return False
+        if not memo.failed_before(gang, exclude, every, None) and self.by_node.room_below(
+                rank, c.gpus_per_pod, c.pods, clusters, self.pool, exclude):
+            memo.roomy[key] = self.state
+            return False
+        memo.search_failed(gang, exclude, every, None)
+        memo.maxfail[shape] = rank
+        return True
+
     def step(self, e: Entry) -> tuple[str, object, int]:
         """One workload of the walk (see :meth:`run`): admit it, find it victims, reserve
         for it, or say why it waits."""
@@ -283,6 +298,9 @@ class _Pass:
                 pass
             elif free + self.below.above(rank) < c.gpus:  # not even with every victim allowed
                 maxfail[shape] = rank
+            elif exclude and not e.debug and not holds.may_add() and self.fails_for_all_below(
+                    e, rank, clusters, exclude, shape):
+                pass  # (kept off by reservations, with no more to come: ``why`` goes unshown)
             else:
                 # a debug workload may take any leaf's work, but debug work only by the
                 # ordinary rule (``dok``: the leaves that rule allows); only leaves with
@@ -359,21 +377,8 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     """The scheduling decision for ``snapshot`` at time ``now`` (pure, deterministic)."""
     p = _Pass(snapshot, config, now)
     entries, rejects = build_queue(snapshot.pending, p.ranks, p.policy.debug)
-    # "can never fit", once per shape and cluster (alike keys hold them: items 2 to 4); the
-    # entries are walked one by one only when some are rejected
-    first = {e.alike[2:5]: e for e in {e.same: e for e in entries}.values()}
-    memo = {shape: _VERDICTS.verdict(snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
-                                     e.workload.contract) for shape, e in first.items()}
-    kept: list[Entry] = entries
-    if any(verdict is not None for verdict in memo.values()):
-        kept = []
-        for e in entries:
-            verdict = memo[e.alike[2:5]]
-            if verdict is None:
-                kept.append(e)
-            else:
-                rejects.append((e.workload, verdict))
-    rejects.sort(key=lambda r: r[0].id)
+    kept, never = _VERDICTS.split(entries, snapshot.nodes, p.pool, p.policy.gang_in_one_domain)
+    rejects = sorted([*rejects, *never], key=lambda r: r[0].id)
     outcome = p.run(kept)
     actions: list[Action] = [*p.node_actions, *p.evictions]
     actions += [Reject(w.id, reason) for w, reason in rejects]

@@ -84,5 +84,21 @@ def shape_text(c: Contract) -> str:
     return f"{c.gpus} GPUs ({pods}){where}" if c.pods > 1 else f"{pods}{where}"
 
 
+def preempt_reason(preemptor: str, mine: str, debug: bool, leaf: str | None, rank: int | None,
+                   theirs: str | None, ended_at: float, now: float, cost_s: float) -> str:
+    """Why a victim was preempted for ``preemptor`` (a debug workload or not, of ``leaf`` at
+    ``rank``): ``mine`` and ``theirs`` are the two leaves' :func:`leaf_text` (``theirs`` None:
+    the victim is unallocated), ``ended_at`` the end of the victim's min runtime, ``cost_s``
+    the GPU-seconds of progress it loses."""
+    if theirs is None:
+        why = "unallocated work is preempted first"
+    else:
+        ended = when(ended_at, now)
+        why = (f"{preemptor} is a debug workload, which may preempt work of any budget past "
+               f"its min runtime, and this one's ended {ended} ({theirs})" if debug else
+               f"{theirs} ranks below {leaf} (rank {rank}) and its min runtime ended {ended}")
+    return f"preempted for {preemptor} ({mine}): {why}; progress lost {cost_s / 3600:.2f} GPU-h"
+
+
 def placement_text(assignments: tuple[tuple[str, int], ...]) -> str:
     return ", ".join(f"{n}:{g}" for n, g in assignments)

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from engine.core.explain import shape_text
-from engine.core.types import Contract, NodeState, Placement
+from engine.core.queue import Entry
+from engine.core.types import Contract, NodeState, Placement, Workload
 
 GroupKey = tuple[str, str]  # (cluster, domain) -- domain "" when grouping by cluster
 
@@ -287,3 +288,23 @@ class ShapeVerdicts:
                 self._verdicts.clear()
             v = self._verdicts[key] = never_fits(pool, gang_in_one_domain, c)
             return v
+
+    def split(self, entries: list[Entry], nodes: tuple[NodeState, ...], pool: "Pool",
+              gang_in_one_domain: bool) -> tuple[list[Entry], list[tuple[Workload, str]]]:
+        """``entries`` that may fit some day, and the others with the verdict. Asked once per
+        shape and cluster (items 2 to 4 of :attr:`~engine.core.queue.Entry.alike`); the
+        entries are walked one by one only when some are rejected."""
+        first = {e.alike[2:5]: e for e in {e.same: e for e in entries}.values()}
+        memo = {shape: self.verdict(nodes, pool, gang_in_one_domain, e.workload.contract)
+                for shape, e in first.items()}
+        if all(verdict is None for verdict in memo.values()):
+            return entries, []
+        kept: list[Entry] = []
+        rejects: list[tuple[Workload, str]] = []
+        for e in entries:
+            verdict = memo[e.alike[2:5]]
+            if verdict is None:
+                kept.append(e)
+            else:
+                rejects.append((e.workload, verdict))
+        return kept, rejects

@@ -151,6 +151,33 @@ class VictimIndex:
             return not ok.isdisjoint(self.debug)
         return not ok.isdisjoint(debug_ok.intersection(self.debug))
 
+    def room_below(self, rank: int, gpus_per_pod: int, pods: int, clusters: Sequence[str],
+                   pool: Pool, exclude: frozenset[str]) -> bool:
+        """Could the gang find room, on one node or (several pods) inside one node group, of
+        ``clusters`` and not in ``exclude``, by taking *every* victim ranked below ``rank``
+        (unallocated ones too)? False: :func:`~engine.core.preemption.find_victims` fails
+        for it with any eligible leaves ranked below ``rank``, since it places a gang only
+        so and takes only eligible victims. True: it may still fail (a group's slots are
+        counted, its placement not tried; the search takes only the leaves it is allowed)."""
+        total, free, held, on, nodes = gpus_per_pod * pods, pool.free, self.held, self.on, pool.nodes
+
+        def room(n: str) -> int:  # free GPUs plus those of the victims below ``rank``
+            if not held.get(n):
+                return free[n]
+            return free[n] + sum([v.per_node[n] for v in on[n] if v.rank > rank])
+
+        for c in clusters:
+            if pool.max_node.get(c, 0) >= total:
+                for n in pool.clusters[c]:
+                    if (free[n] + held.get(n, 0) >= total and n not in exclude
+                            and nodes[n].gpus >= total and room(n) >= total):
+                        return True
+            if pods > 1:
+                for members in pool.groups[c].values():
+                    if sum(room(n) // gpus_per_pod for n in members if n not in exclude) >= pods:
+                        return True
+        return False
+
     def changed(self, node: str) -> None:
         """``node``'s free GPUs changed."""
         self._log.append(node)

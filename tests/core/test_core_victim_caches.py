@@ -206,3 +206,54 @@ def test_a_search_skipped_as_failed_before_would_fail(monkeypatch):
     for _ in range(300):
         decide_module.decide(*_busy_world(rnd))
     assert len(skipped) > 30 and sum(1 for kept, _ in skipped if kept) > 10  # with nodes kept off
+
+
+def test_no_room_below_a_rank_means_no_search_below_it_finds_room(monkeypatch):
+    """``VictimIndex.room_below`` False: the search fails with every leaf ranked below the
+    rank eligible, and so with any part of them."""
+    import engine.core.decide as decide_module
+    from engine.core.preemption import find_victims
+    from engine.core.victim_index import VictimIndex
+
+    asked = VictimIndex.room_below
+    answers = {True: 0, False: 0}
+
+    def checked(index, rank, gpus_per_pod, pods, clusters, pool, exclude):
+        room = asked(index, rank, gpus_per_pod, pods, clusters, pool, exclude)
+        answers[room] += 1
+        if not room:
+            below = frozenset(v.leaf for vs in index.on.values() for v in vs
+                              if v.leaf is not None and v.rank > rank)
+            for ok in (below, frozenset(sorted(below)[::2])):
+                assert find_victims(gpus_per_pod, pods, clusters, pool, index, ok, exclude) is None
+        return room
+
+    monkeypatch.setattr(VictimIndex, "room_below", checked)
+    rnd = random.Random(5)
+    for _ in range(300):
+        decide_module.decide(*_busy_world(rnd))
+    assert answers[False] > 30 and answers[True] > 10
+
+
+def test_deciding_kept_off_work_by_every_victim_below_changes_no_decision(monkeypatch):
+    """Work kept off by reservations once no more can be made is refused without asking the
+    anti-ping-pong rule when even every victim ranked below it would not make room: the
+    actions and every status are those of a walk that always asks the rule."""
+    import engine.core.decide as decide_module
+
+    worlds = [_busy_world(random.Random(seed)) for seed in range(200)]
+    asked = decide_module._Pass.fails_for_all_below
+    refused = [0]
+
+    def counted(self, *args):
+        found = asked(self, *args)
+        refused[0] += found
+        return found
+
+    monkeypatch.setattr(decide_module._Pass, "fails_for_all_below", counted)
+    quick = [decide_module.decide(*w) for w in worlds]
+    monkeypatch.setattr(decide_module._Pass, "fails_for_all_below", lambda self, *args: False)
+    for world, got in zip(worlds, quick):
+        full = decide_module.decide(*world)
+        assert got.actions == full.actions and got.statuses == full.statuses
+    assert refused[0] > 50

@@ -174,7 +174,10 @@ class VictimIndex:
                         return True
             if pods > 1:
                 for members in pool.groups[c].values():
-                    if sum(room(n) // gpus_per_pod for n in members if n not in exclude) >= pods:
+                    names = [n for n in members if n not in exclude]
+                    # (first with every victim, whatever its rank: a bound needing no rank test)
+                    if (sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]) >= pods
+                            and sum([room(n) // gpus_per_pod for n in names]) >= pods):
                         return True
         return False
 

@@ -36,31 +36,27 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
 
 Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
 preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
-min runtime, resumable) with nothing admitted or reserved since gets that one's outcome; "does
-not fit" is memoised per shape; a victim search is skipped when free GPUs plus every victim
-ranked below could not make room (a Fenwick tree over ranks), when the same gang already failed
-since the last preemption with at least its nodes and its eligible victims (the anti-ping-pong
-rule is asked only about leaves with work past its min runtime, and not at all when none ranks
-below), when it failed for a workload ranking no lower with no victim excluded by that rule
-(these memos are dropped at each preemption), or, for work kept off by reservations once no
-more can be made, when no node or node group could make room with every victim ranked below
-(:meth:`_Pass.fails_for_all_below`); the victim search visits nodes cheapest bound first
-(:mod:`engine.core.victim_index`); statuses are built lazily, from numbers recorded in the pass. Caches of pure functions of immutable inputs live across
-decisions (decisions do not depend on them): "can never fit" per node layout and shape
-(:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
-(:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
+min runtime, resumable) with nothing admitted or reserved since gets that one's outcome; failed
+placements and searches are remembered until a preemption (:mod:`engine.core.walk_memo`), and a
+search is skipped when free GPUs plus every victim ranked below could not make room (a Fenwick
+tree over ranks) or one that covers it failed; the anti-ping-pong rule is asked only about
+leaves with work past its min runtime, not at all when none ranks below, nor, for work kept off
+by reservations once no more can be made, when no node or node group could make room with every
+victim ranked below (:meth:`_Pass.fails_for_all_below`); the victim search visits nodes cheapest
+bound first (:mod:`engine.core.victim_index`); statuses are built lazily, from numbers recorded
+in the pass. Caches of pure functions of immutable inputs live across decisions: "can never fit"
+per node layout and shape (:class:`~engine.core.placement.ShapeVerdicts`), the static node
+layout (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
 :class:`~engine.model.BudgetTree`), each pending workload's queue entry while its leaf's rank
-number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, updated when
-few workloads came or went (:func:`~engine.core.queue.build_queue`), what each running
-workload alone gives (GPUs, charged leaf, charge rate, release:
-:mod:`engine.core.running_facts`), each running workload's victim record while its leaf, rank
-and cost stay the same (:mod:`engine.core.victim_cache`) and each node's victim cost sums while
-its victims do (:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built
-and indexed on the first victim search, running work is sorted as releases once, on the first
-reservation (:mod:`engine.core.releases`), and which reservations keep a workload off, and why,
-is worked out once per leaf, min runtime, reservations so far and projection (once per
-reservations so far while all are drain holds: :class:`~engine.core.reservation.Holds`); the
-why is the one at the workload's turn.
+number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, updated when few
+workloads came or went (:func:`~engine.core.queue.build_queue`), what each running workload
+alone gives (GPUs, charged leaf, charge rate, release: :mod:`engine.core.running_facts`), each
+running workload's victim record while its leaf, rank and cost stay the same
+(:mod:`engine.core.victim_cache`) and each node's victim cost sums while its victims do
+(:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built and indexed on
+the first victim search, running work is sorted as releases once, on the first reservation
+(:mod:`engine.core.releases`), and which reservations keep a workload off, and why, once per
+leaf, min runtime, reservations so far and projection (:class:`~engine.core.reservation.Holds`).
 """
 
 from __future__ import annotations
@@ -76,7 +72,7 @@ from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import Projection, RankSums, Victim, find_victims
 from engine.core.queue import Entry, build_queue
 from engine.core.releases import Releases
-from engine.core.reservation import Holds, reservation_for
+from engine.core.reservation import NOT_KEPT, Holds, reservation_for
 from engine.core.running_facts import RunningFacts
 from engine.core.statuses import PassView, pending_status, running_status
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
@@ -101,9 +97,8 @@ class _Pass:
         self.node_actions, self.evictions, self.draining = drain(
             snapshot.nodes, snapshot.running, self.policy.drain, now) if layout.unhealthy else ([], [], {})
         evicted = {p.workload_id for p in self.evictions}
-        # one pass over running work (the hot part of the set-up at simulator scale): GPUs used
-        # per node, charged leaf and rank, charge rate for the projection, the work past its
-        # protection (victims), from each workload's facts (:mod:`engine.core.running_facts`)
+        # one pass over running work (the set-up's hot part): GPUs used per node, charged leaf
+        # and rank, charge rate, victims, from each one's facts (:mod:`engine.core.running_facts`)
         self.node_weight = layout.node_weights(self.weights)  # read-only
         ranks, unranked = self.ranks, self.n + 1
         used: dict[str, int] = {}
@@ -219,15 +214,11 @@ class _Pass:
 
     def run(self, entries: list[Entry]) -> list[tuple[str, object, int]]:
         """Walk the queue once; outcome per workload, in queue order: (kind, detail, free GPUs
-        it saw). A failed victim search leaves its numbers as detail; the words are built on
-        demand.
-
-        A workload's outcome depends on its leaf, debug flag, shape, cluster, min runtime and
-        (for a loan) resumable flag (:attr:`~engine.core.queue.Entry.alike`) and on the pass's
-        state (free GPUs, victims, projection, reservations), which changes only when a
-        workload is admitted or gets a reservation (``self.state`` counts those).
-        So a workload with the same such contract as an earlier one, with no change since,
-        gets that one's outcome without a second walk (long queues of alike jobs)."""
+        it saw); a failed search leaves its numbers as detail (the words are built on demand).
+        An outcome depends on the workload's :attr:`~engine.core.queue.Entry.alike` contract and
+        on the pass's state, which changes only when a workload is admitted or gets a
+        reservation (``self.state`` counts those): a workload alike an earlier one, with no
+        change since, gets that one's outcome without a second walk (long queues of alike jobs)."""
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
         self.memo = WalkMemos()  # its failures, until a preemption
@@ -246,13 +237,19 @@ class _Pass:
                 seen[key] = (before, got)
         return outcome
 
+    def why_unshown(self, e: Entry) -> bool:
+        """Kept off some nodes, does ``e``'s walk end ``reserved-out`` unless it is admitted, its
+        search's why unshown? So when no reservation may be added and no loan is tried."""
+        return not e.debug and not self.holds.may_add() and not (
+            self.policy.loans and e.workload.contract.resumable)
+
     def fails_for_all_below(self, e: Entry, rank: int, clusters: Sequence[str],
                             exclude: frozenset[str], shape: tuple) -> bool:
         """Would a victim search for ``e`` fail with every victim ranked below ``rank``
         eligible? Then so does its search under the anti-ping-pong rule, which is not asked
         (the costly part of a busy walk). Remembered for the shape, ranks no better. Asked only
-        where no status shows the rule's exclusions: work kept off by reservations once no more
-        can be made (a shape that keeps off nodes keeps them off for the rest of the walk)."""
+        where no status shows the rule's exclusions (:meth:`why_unshown`; a shape that keeps
+        off nodes then keeps them off for the rest of the walk)."""
         c, memo = e.workload.contract, self.memo
         gang, every = (c.gpus_per_pod, c.pods, c.cluster), self.rules.victims_below(rank)
         key = (gang, exclude, every)
@@ -277,7 +274,8 @@ class _Pass:
         holds = self.holds
         if quick and (e.leaf is None or not holds.may_add()):
             return ("wait", "no free GPU and nothing preemptible", 0)
-        exclude = holds.kept_off(e) if holds.items else frozenset()
+        kept = holds.kept_off(e) if holds.items else NOT_KEPT  # (nodes, why: for reserved-out)
+        exclude = kept[0]
         shape = (c.gpus_per_pod, c.pods, c.cluster, exclude)
         if not quick and shape not in nofit:
             placement = self.pool.place(c.gpus_per_pod, c.pods, c.cluster, exclude)
@@ -289,6 +287,9 @@ class _Pass:
         if e.leaf is None:
             return ("wait", "unallocated work only runs on idle GPUs and never preempts", free)
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
+        unshown = bool(exclude) and not quick and self.why_unshown(e)
+        if unshown and maxfail.get(shape, e.rank + 1) <= e.rank:
+            return ("reserved-out", kept[1], free)  # (the end of the walk below, in short)
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
         rank, charge = (0 if e.debug else e.rank), self.rules.charge_of(e)
         why: object = "no free GPU and nothing preemptible"
@@ -298,9 +299,8 @@ class _Pass:
                 pass
             elif free + self.below.above(rank) < c.gpus:  # not even with every victim allowed
                 maxfail[shape] = rank
-            elif exclude and not e.debug and not holds.may_add() and self.fails_for_all_below(
-                    e, rank, clusters, exclude, shape):
-                pass  # (kept off by reservations, with no more to come: ``why`` goes unshown)
+            elif unshown and self.fails_for_all_below(e, rank, clusters, exclude, shape):
+                pass
             else:
                 # a debug workload may take any leaf's work, but debug work only by the
                 # ordinary rule (``dok``: the leaves that rule allows); only leaves with
@@ -345,7 +345,7 @@ class _Pass:
                 return ("admitted", "", free)
             nofit.add(anywhere)
         if exclude:
-            return ("reserved-out", holds.why_kept_off(e), free)  # (as it stands at its turn)
+            return ("reserved-out", kept[1], free)  # (as it stands at its turn)
         return ("wait", why, free)
 
     def reserve(self, e: Entry, clusters: Sequence[str], charge: tuple[float, float],

@@ -332,14 +332,11 @@ class Holds:
             return "pingpong"
         return None
 
-    def kept_off(self, e: Entry) -> frozenset[str]:
-        """The reserved nodes ``e`` may not use (see :meth:`blocker`)."""
-        return self._kept_off(e)[0] if e.leaf is not None else frozenset()
-
-    def why_kept_off(self, e: Entry) -> tuple[tuple[Reservation, str], ...]:
-        """Each reservation that keeps ``e`` off its nodes now, with :meth:`blocker`'s why, for
-        its status as it stands at ``e``'s turn (later admissions move the projection)."""
-        return self._kept_off(e)[1]
+    def kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
+        """The reserved nodes ``e`` may not use now, and each reservation that keeps it off
+        them with :meth:`blocker`'s why (for its status as it stands at ``e``'s turn: later
+        admissions move the projection)."""
+        return self._kept_off(e) if e.leaf is not None else NOT_KEPT
 
     def _kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
         # the answer depends on the leaf, the min runtime, the reservations so far and the
@@ -359,3 +356,6 @@ class Holds:
                     why.append((res, code))
             found = self._kept[key] = (nodes, tuple(why))
         return found
+
+
+NOT_KEPT: tuple[frozenset[str], tuple[tuple[Reservation, str], ...]] = (frozenset(), ())

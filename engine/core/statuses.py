@@ -116,7 +116,7 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
 
 def kept_off(p: PassView, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -> str:
     """Why ``e`` may not use reserved nodes, with the numbers: each reservation that kept it off
-    when its turn came, and why then (:meth:`~engine.core.reservation.Holds.why_kept_off`);
+    when its turn came, and why then (:meth:`~engine.core.reservation.Holds.kept_off`);
     reservations made later, by work behind it, played no part and are not named."""
     return "; ".join(_kept_off(p, e, res, why) for res, why in kept)
 

@@ -236,9 +236,10 @@ def test_no_room_below_a_rank_means_no_search_below_it_finds_room(monkeypatch):
 
 
 def test_deciding_kept_off_work_by_every_victim_below_changes_no_decision(monkeypatch):
-    """Work kept off by reservations once no more can be made is refused without asking the
-    anti-ping-pong rule when even every victim ranked below it would not make room: the
-    actions and every status are those of a walk that always asks the rule."""
+    """Work kept off by reservations once no more can be made (and no loan to try) is refused
+    without asking the anti-ping-pong rule when even every victim ranked below it would not
+    make room, and at once when its shape failed so for a rank no better: the actions and
+    every status are those of a walk that always takes every step."""
     import engine.core.decide as decide_module
 
     worlds = [_busy_world(random.Random(seed)) for seed in range(200)]
@@ -252,7 +253,7 @@ def test_deciding_kept_off_work_by_every_victim_below_changes_no_decision(monkey
 
     monkeypatch.setattr(decide_module._Pass, "fails_for_all_below", counted)
     quick = [decide_module.decide(*w) for w in worlds]
-    monkeypatch.setattr(decide_module._Pass, "fails_for_all_below", lambda self, *args: False)
+    monkeypatch.setattr(decide_module._Pass, "why_unshown", lambda self, e: False)
     for world, got in zip(worlds, quick):
         full = decide_module.decide(*world)
         assert got.actions == full.actions and got.statuses == full.statuses

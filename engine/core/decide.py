@@ -250,11 +250,11 @@ class _Pass:
         (the costly part of a busy walk). Remembered for the shape, ranks no better. Asked only
         where no status shows the rule's exclusions (:meth:`why_unshown`; a shape that keeps
         off nodes then keeps them off for the rest of the walk)."""
-        c, memo = e.workload.contract, self.memo
-        gang, every = (c.gpus_per_pod, c.pods, c.cluster), self.rules.victims_below(rank)
-        key = (gang, exclude, every)
+        memo, key = self.memo, (shape, rank)
         if memo.roomy.get(key) == self.state:
             return False
+        c = e.workload.contract
+        gang, every = (c.gpus_per_pod, c.pods, c.cluster), self.rules.victims_below(rank)
         if not memo.failed_before(gang, exclude, every, None) and self.by_node.room_below(
                 rank, c.gpus_per_pod, c.pods, clusters, self.pool, exclude):
             memo.roomy[key] = self.state

@@ -35,9 +35,9 @@ class WalkMemos:
         # gang (GPUs per pod, pods, cluster) -> (kept-off nodes, eligible leaves, debug leaves)
         # of each failed search: see failed_before
         self.failed: dict[tuple, list[tuple[frozenset, frozenset, frozenset | None]]] = {}
-        # (gang, kept-off nodes, leaves) -> the walk's state (admissions and reservations so
-        # far) when victims of those leaves might have made room (``VictimIndex.room_below``):
-        # they still might while nothing was admitted (this one spares asking again)
+        # (shape, rank) -> the walk's state (admissions and reservations so far) when victims
+        # ranked below ``rank`` might have made room (``VictimIndex.room_below``): they still
+        # might while nothing was admitted (this one spares asking again)
         self.roomy: dict[tuple, int] = {}
 
     def failed_before(self, gang: tuple, exclude: frozenset[str], vok: frozenset[str],

@@ -156,10 +156,11 @@ class VictimIndex:
         """Could the gang find room, on one node or (several pods) inside one node group, of
         ``clusters`` and not in ``exclude``, by taking *every* victim ranked below ``rank``
         (unallocated ones too)? False: :func:`~engine.core.preemption.find_victims` fails
-        for it with any eligible leaves ranked below ``rank``, since it places a gang only
-        so and takes only eligible victims. True: it may still fail (a group's slots are
-        counted, its placement not tried; the search takes only the leaves it is allowed)."""
-        total, free, held, on, nodes = gpus_per_pod * pods, pool.free, self.held, self.on, pool.nodes
+        for it (no debug rule) with any eligible leaves ranked below ``rank``: it places a
+        gang only so and takes only eligible victims. True: it may still fail (a group's slots
+        are counted, its placement not tried; the search takes only the leaves it is allowed)."""
+        total, free, held, on = gpus_per_pod * pods, pool.free, self.held, self.on
+        nodes = pool.nodes
 
         def room(n: str) -> int:  # free GPUs plus those of the victims below ``rank``
             if not held.get(n):

@@ -10,9 +10,11 @@ preemption, and every memo of a failed placement or search is dropped then
 one can be made depends on node capacity and the nodes not yet reserved, never on free GPUs.
 
 Each memo changes no result: it only skips a placement, search or reservation that would
-fail. Edge cases: a gang's key includes its cluster (None: any), a shape's key its kept-off
-nodes (different nodes, different answer); an empty set of eligible leaves is a set like any
-other (unallocated victims stay eligible).
+fail, or (``roomy``, tied to the walk's state so that it lapses at the next admission) a
+room check that would say again that victims might make room. Edge cases: a gang's key
+includes its cluster (None: any), a shape's key its kept-off nodes (different nodes,
+different answer); an empty set of eligible leaves is a set like any other (unallocated
+victims stay eligible).
 """
 
 from __future__ import annotations

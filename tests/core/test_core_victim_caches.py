@@ -11,7 +11,10 @@
 * ``Eligibility.ok_victim_leaves`` (what a victim search asks) is the rule's leaves among
   those with work past its min runtime, also after victims go;
 * a victim search that a pass skips because one with no fewer nodes and no fewer eligible
-  victims failed before it (since the last preemption) would have failed.
+  victims failed before it (since the last preemption) would have failed;
+* when ``VictimIndex.room_below`` finds no room with every victim ranked below a rank, no
+  search allowed only such victims finds room; and the walk that relies on it for work kept
+  off by reservations decides as the walk that always asks the anti-ping-pong rule.
 """
 
 from __future__ import annotations

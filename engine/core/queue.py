@@ -163,8 +163,7 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                     if parts is not None and rank_of.get(parts[0]) is not None:
                         lst, key = funded, row[3].key
                     else:  # unallocated: asks for none, or its budget is not a leaf
-                        lst = unallocated
-                        key = row[3].key if parts is None else (2, 0, 0, parts[3], parts[4])
+                        lst, key = unallocated, unallocated_key(row[0])
                     i = bisect_left(lst, key, key=itemgetter(4))
                     assert lst[i].workload is row[0]  # (keys are unique: they end with the id)
                     del lst[i]
@@ -187,6 +186,11 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
         _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, set(map(id, pending)), funded,
                             unallocated, rejects)
     return funded + unallocated, list(rejects)
+
+
+def unallocated_key(w: Workload) -> tuple:
+    """The sort key of unallocated work (rule 4: after all allocated work, by submit time)."""
+    return (2, 0, 0, w.submitted_at, w.id)
 
 
 FEW_CHANGES = 64  # workloads come or gone since the previous queue, for an update (build_queue)
@@ -222,8 +226,7 @@ def _entries(pending: Iterable[Workload], ranks: Mapping[str, LeafRank], rank_of
                 leaf, note = charged_leaf(w, {})  # unallocated whatever the tree
                 same = alike(None, False, c)
                 row = known[id(w)] = [w, None, None, Entry(
-                    w, None, None, note, (2, 0, 0, w.submitted_at, w.id), False, same,
-                    number(same))]
+                    w, None, None, note, unallocated_key(w), False, same, number(same))]
             else:
                 debug_shape = gpus_per_pod * pods <= dmax_gpus and c.min_runtime_s <= dmax_min
                 same = alike(asked, debug_shape, c)
@@ -241,7 +244,7 @@ def _entries(pending: Iterable[Workload], ranks: Mapping[str, LeafRank], rank_of
         if rank is None:  # its budget is not a leaf of this tree: unallocated, the note says why
             leaf, note = charged_leaf(w, ranks)
             same = alike(None, False, w.contract)
-            add_unallocated(entry(Entry, (w, None, None, note, (2, 0, 0, submitted, wid), False,
+            add_unallocated(entry(Entry, (w, None, None, note, unallocated_key(w), False,
                                           same, number(same))))
             continue
         e = entry(Entry, (w, budget, rank, dnote if debug_shape else "",

@@ -339,12 +339,12 @@ class Holds:
         return self._kept_off(e) if e.leaf is not None else NOT_KEPT
 
     def _kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
-        # the answer depends on the leaf, the min runtime, the reservations so far and the
-        # anti-ping-pong projection: remembered per pass under exactly that key; while every
-        # reservation is a drain hold, on the reservations alone (a hold keeps off all funded
-        # work, whatever its leaf and min runtime)
+        # (``e`` funded) the answer depends on the leaf, the min runtime, the reservations so
+        # far and the anti-ping-pong projection: remembered per pass under exactly that key;
+        # while every reservation is a drain hold, on the reservations alone (a hold keeps off
+        # all funded work, whatever its leaf and min runtime)
         key = ((e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
-               if self._timed or e.leaf is None else (len(self.items),))
+               if self._timed else (len(self.items),))
         found = self._kept.get(key)
         if found is None:
             nodes: frozenset[str] = frozenset()

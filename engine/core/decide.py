@@ -38,9 +38,9 @@ Quick paths keep the common case cheap (none changes a result): no free GPU and 
 preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
 min runtime, resumable) with nothing admitted or reserved since gets that one's outcome; failed
 placements and searches are remembered until a preemption (:mod:`engine.core.walk_memo`), and a
-search is skipped when free GPUs plus every victim ranked below could not make room (a Fenwick
-tree over ranks) or one that covers it failed; the anti-ping-pong rule is asked only about
-leaves with work past its min runtime, not at all when none ranks below, nor, for work kept off
+search is skipped when free GPUs plus every victim ranked below could not make room
+(:mod:`engine.core.ranksums`) or one that covers it failed; the anti-ping-pong rule is asked
+only about leaves with victims, not at all when none ranks below, nor, for work kept off
 by reservations once no more can be made, when no node or node group could make room with every
 victim ranked below (:meth:`_Pass.fails_for_all_below`); the victim search visits nodes cheapest
 bound first (:mod:`engine.core.victim_index`); statuses are built lazily, from numbers recorded
@@ -69,7 +69,9 @@ from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility
 from engine.core.placement import Layouts, Pool, ShapeVerdicts
-from engine.core.preemption import Projection, RankSums, Victim, find_victims
+from engine.core.preemption import Victim, find_victims
+from engine.core.projection import Projection
+from engine.core.ranksums import RankSums
 from engine.core.queue import Entry, build_queue
 from engine.core.releases import Releases
 from engine.core.reservation import NOT_KEPT, Holds, reservation_for
@@ -102,8 +104,7 @@ class _Pass:
         self.node_weight = layout.node_weights(self.weights)  # read-only
         ranks, unranked = self.ranks, self.n + 1
         used: dict[str, int] = {}
-        # (running, charged leaf, release entry): see :class:`~engine.core.releases.Releases`
-        self.held: list[tuple[Running, str | None, tuple]] = []
+        self.held: list[tuple[Running, str | None, tuple]] = []  # (r, leaf, entry): Releases
         charges: list[tuple[str, float, float]] = []  # (leaf, rate, protected seconds left)
         prey: list[tuple[Running, str | None, int]] = []  # (running, leaf, rank)
         by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
@@ -128,7 +129,7 @@ class _Pass:
                 prey.append((r, leaf, rank))
                 by_leaf[leaf] = by_leaf.get(leaf, 0) + gpus
                 at_rank[rank] = at_rank.get(rank, 0) + gpus
-        below = RankSums(self.n + 1, at_rank)  # alive victim GPUs per leaf rank (updated as they go)
+        self.below = below = RankSums(self.n + 1, at_rank)  # alive victim GPUs per rank (as they go)
         self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain, layout)
         self.proj = Projection(self.tree)
         # GPUs x whole billing weights: whole rates whose sums are exact in any order
@@ -138,7 +139,6 @@ class _Pass:
         self._prey = prey
         self._index: VictimIndex | None = None  # the victims, indexed on the first search
         self.gpus_by_leaf = by_leaf
-        self.below: RankSums = below
         self.gone: set[str] = set(evicted)  # preempted in this decision
         self.rules: Eligibility = Eligibility(  # who may preempt whom, with its per-pass caches
             self.tree, self.used_tree, self.proj, self.ranks, self.weights, self.pool.cluster_names,

@@ -6,7 +6,7 @@ that work is unallocated (charged to nobody), or when its leaf ``V`` ranks below
 GPU-seconds it would add over its min runtime ``m``, at the dearest billing weight it may land
 on), ``L`` would still rank above ``V`` at the end of ``m``, counting every move of this
 decision so far (:mod:`engine.core.pingpong` over the pass's
-:class:`~engine.core.preemption.Projection`). A debug workload uses rank 0 (it outranks every
+:class:`~engine.core.projection.Projection`). A debug workload uses rank 0 (it outranks every
 leaf); see :mod:`engine.core.queue`.
 
 Edge cases: ranks are 1..n, each leaf once, so "below rank 0" is every leaf and "below rank n"
@@ -25,7 +25,8 @@ from typing import Callable, Mapping
 
 from engine.core.types import LeafRank
 from engine.core.pingpong import PingPongLeaves
-from engine.core.preemption import Projection, RankSums
+from engine.core.projection import Projection
+from engine.core.ranksums import RankSums
 from engine.core.queue import Entry
 from engine.model import BudgetTree
 

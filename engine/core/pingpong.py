@@ -20,7 +20,7 @@ from bisect import bisect_right
 from typing import Mapping
 
 from engine.core.fairshare import ChargeOrder, level_fairshare, still_ranks_above
-from engine.core.preemption import Projection
+from engine.core.projection import Projection
 from engine.model import BudgetTree
 
 

@@ -76,7 +76,7 @@ from engine.core.types import Placement
 
 if TYPE_CHECKING:
     from engine.core.eligibility import Eligibility
-    from engine.core.preemption import Projection
+    from engine.core.projection import Projection
     from engine.core.queue import Entry
 
 

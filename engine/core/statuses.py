@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Mapping, Protocol, TypedDict
 
 from engine.core.explain import leaf_text, placement_text, shape_text, when
-from engine.core.preemption import RankSums
+from engine.core.ranksums import RankSums
 from engine.core.queue import Entry, charged_leaf
 from engine.core.reservation import Holds, Reservation
 from engine.core.types import LeafRank, WorkloadStatus

@@ -26,7 +26,7 @@ import random
 
 import engine.core.victim_index as victim_index
 from engine.core.placement import Pool
-from engine.core.preemption import Projection
+from engine.core.projection import Projection
 from engine.core.releases import Releases, single_node_starts
 from engine.core.running_facts import RunningFacts
 from engine.core.victim_cache import VictimCache

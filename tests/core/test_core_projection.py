@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from engine.core.preemption import Projection
+from engine.core.projection import Projection
 from engine.model import BudgetNode, BudgetTree
 
 TREE = BudgetTree.build([

@@ -6,7 +6,7 @@
   for another debug rule or grace period; it stays bounded;
 * :class:`~engine.core.victim_index.KeptSums` gives each node's bounds as fresh sums do,
   while the victims on a node change (equal lists, other lists, a victim gone);
-* :class:`~engine.core.preemption.RankSums` built from GPUs per rank answers as one built by
+* :class:`~engine.core.ranksums.RankSums` built from GPUs per rank answers as one built by
   adding them one by one;
 * ``Eligibility.ok_victim_leaves`` (what a victim search asks) is the rule's leaves among
   those with work past its min runtime, also after victims go;
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import random
 
-from engine.core.preemption import RankSums, make_victim
+from engine.core.preemption import make_victim
+from engine.core.ranksums import RankSums
 from engine.core.types import Contract, Placement, Running, Workload
 from engine.core.victim_cache import VictimCache
 from engine.core.victim_index import KeptSums, Victim, _NodeSums

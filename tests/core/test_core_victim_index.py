@@ -25,7 +25,8 @@ from engine.core.fairshare import outranked_after_charge, still_ranks_above, sub
 from engine.core.ledger import rollup_usage
 from engine.core.placement import Pool
 from engine.core.pingpong import PingPongLeaves
-from engine.core.preemption import Projection, Victim, find_victims, set_cost
+from engine.core.preemption import Victim, find_victims, set_cost
+from engine.core.projection import Projection
 from engine.core.types import Contract, NodeState, Placement, Running, Workload
 from engine.core.victim_index import VictimIndex
 from engine.model import BudgetNode, BudgetTree

@@ -83,8 +83,14 @@ class VictimsByNode(Protocol):
 
 def make_victim(running: Running, leaf: str | None, rank: int, now: float, grace_s: float,
                 debug: bool = False) -> Victim:
-    return Victim(running.workload.id, running, leaf, rank, progress_lost(running, now, grace_s),
-                  running.placement.gpus, dict(running.placement.assignments), debug=debug)
+    return victim_at(running, leaf, rank, progress_lost(running, now, grace_s), debug)
+
+
+def victim_at(running: Running, leaf: str | None, rank: int, cost: float,
+              debug: bool = False) -> Victim:
+    """:func:`make_victim` with its cost (:func:`progress_lost`) already known."""
+    return Victim(running.workload.id, running, leaf, rank, cost, running.placement.gpus,
+                  dict(running.placement.assignments), debug=debug)
 
 
 def progress_lost(running: Running, now: float, grace_s: float) -> float:

@@ -11,7 +11,8 @@ has run). :class:`VictimCache` keeps the last record of each running workload wi
 key and rebuilds a record only when one of those numbers moved.
 
 A cache of a pure function: the list is the one ``make_victim`` and a sort would give (same
-fields, same order), so decisions do not depend on it. Objects are recognised by identity
+fields, same order; a record is rebuilt from the cost already computed to compare it), so
+decisions do not depend on it. Objects are recognised by identity
 (each remembered ``Running`` is kept alive, so its id is not reused meanwhile), for one debug
 rule and grace period at a time (a new one starts afresh). Bounded: cleared past ``limit``
 entries.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from engine.core.preemption import make_victim, progress_lost
+from engine.core.preemption import progress_lost, victim_at
 from engine.core.queue import is_debug
 from engine.core.types import Running
 from engine.core.victim_index import Victim
@@ -57,7 +58,7 @@ class VictimCache:
                     add((hit[2], v))
                     continue
             debug = leaf is not None and is_debug(r.workload.contract, rule)
-            v = make_victim(r, leaf, rank, now, grace_s, debug)
+            v = victim_at(r, leaf, rank, cost, debug)
             key = (leaf is not None, cost, -rank, v.id)
             remembered[id(r)] = (r, v, key)
             add((key, v))

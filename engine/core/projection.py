@@ -10,10 +10,10 @@ running work once (:meth:`Projection.add_all`), then :meth:`~Projection.add` eac
 and :meth:`~Projection.remove` each victim; ``version`` changes on every update, so caches
 of the rule's answers (:mod:`engine.core.pingpong`, :mod:`engine.core.eligibility`) key on it.
 
-Edge cases: a node with no allocated work running under it has no rate (``rate.get`` gives
-None) and ``behind(m).get`` gives 0.0 for it; a run with no protection left adds to the rates
-only; the certain charges are summed in the order the runs were added, so they are the same
-floats however many nodes were summed before a later addition.
+Edge cases: a node under which no allocated work runs has no rate when a decision starts
+(``rate.get`` gives None) and ``behind(m).get`` gives 0.0 for it; a run with no protection
+left adds to the rates only; the certain charges are summed in the order the runs were added,
+so they are the same floats however many nodes were summed before a later addition.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A decision keeps, per leaf rank 1..n (n + 1: unallocated work), the GPUs of runn
 past its min runtime, and asks for the sum over ranks strictly below a given one (rank 0: all
 of it) before a victim search (:mod:`engine.core.decide`) and for the words of a status
 (:mod:`engine.core.statuses`); victims leave as the decision preempts them. A Fenwick tree
-answers both in O(log n). Empty ranks hold 0; a rank past ``n`` is not asked about.
+answers both in O(log n). Empty ranks hold 0; ``above`` is asked only for ranks 0..n + 1.
 """
 
 from __future__ import annotations

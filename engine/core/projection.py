@@ -64,6 +64,7 @@ class Projection:
         self._runs: dict[str, list[int]] = {}  # charged leaf -> its indices in ``protected``
         self._spans: list[tuple[float, float]] = []  # (rate, seconds) of each protected run
         self._under: dict[str, list[tuple[float, float]]] = {}  # node -> protected (rate, s) under it
+        self._gather = _Runs(self.paths, self._runs, self._spans, self._under)
         self.version = 0
 
     def _path(self, leaf: str) -> tuple[str, ...]:
@@ -140,40 +141,58 @@ class Projection:
     def behind(self, m: float) -> Mapping[str, float]:
         certain = self._certain.get(m)
         if certain is None:
-            certain = self._certain[m] = _Certain(self, m)
+            certain = self._certain[m] = _Certain(self._gather, self.rate, m)
         return certain
 
     def protected_under(self, node: str) -> list[tuple[float, float]]:
         """(rate, seconds) of the protected runs under ``node``, in the order they were added."""
-        found = self._under.get(node)
+        return self._gather.under_node(node)
+
+
+class _Runs:
+    """A projection's protected runs, gathered per tree node on request. It shares the
+    projection's containers but holds no reference to the projection itself. Nothing a
+    decision builds refers back to its projection, so the projection is freed by reference
+    counting when the decision ends; a cycle would leave it, and every ``m``'s sums, to the
+    cycle collector, which then ran several times a pass."""
+
+    __slots__ = ("paths", "by_leaf", "spans", "under")
+
+    def __init__(self, paths: dict[str, tuple[str, ...]], by_leaf: dict[str, list[int]],
+                 spans: list[tuple[float, float]], under: dict[str, list[tuple[float, float]]]):
+        self.paths, self.by_leaf, self.spans, self.under = paths, by_leaf, spans, under
+
+    def under_node(self, node: str) -> list[tuple[float, float]]:
+        found = self.under.get(node)
         if found is None:
-            lists = [runs for leaf, runs in self._runs.items() if node in self.paths[leaf]]
+            lists = [runs for leaf, runs in self.by_leaf.items() if node in self.paths[leaf]]
             if len(lists) == 1:
                 order = lists[0]
             else:  # merged back into the order of addition
                 order = sorted(i for runs in lists for i in runs)
-            found = self._under[node] = list(map(self._spans.__getitem__, order))
+            found = self.under[node] = list(map(self.spans.__getitem__, order))
         return found
 
 
 class _Certain(dict):
     """:meth:`Projection.behind` for one ``m``: each node's certain charge, summed on first
     lookup over the protected runs under it (in the order they were added, so the sums are
-    the same floats as summing every node at once), kept up to date by :meth:`Projection.add`."""
+    the same floats as summing every node at once), kept up to date by :meth:`Projection.add`.
+    ``rate``: the projection's rates (a node without one has no certain charge either)."""
 
-    def __init__(self, proj: Projection, m: float):
+    def __init__(self, runs: _Runs, rate: Mapping[str, float], m: float):
         super().__init__()
-        self.proj, self.m = proj, m
+        self.runs, self.rate, self.m = runs, rate, m
 
     def __missing__(self, node: str) -> float:
         total, m = 0.0, self.m
-        for rate, seconds in self.proj.protected_under(node):
+        for rate, seconds in self.runs.under_node(node):
             total = total + rate * min(seconds, m)
         self[node] = total
         return total
 
     def get(self, node, default=0.0):  # type: ignore[override]
-        return self[node] if node in self.proj.rate else default
+        return self[node] if node in self.rate else default
 
     def __bool__(self) -> bool:  # a projection, even before any node is summed
         return True

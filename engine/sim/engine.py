@@ -36,10 +36,12 @@ Determinism: the heap orders equal times by kind then by a sequence number; noth
 hashing or wall time except the reported ``wall_s``.
 
 Memory: a long run builds a large, long-lived heap (tasks, segments, the event log) that the
-cyclic garbage collector rescans whole at every full collection; the run asks for full
-collections ten times less often (:func:`_rare_full_collections`; young objects are collected
-as usual). A month's run spent seconds in full collections otherwise; results never depend
-on the collector.
+cyclic garbage collector rescans whole at every full collection, half a second each late in
+the synthetic month. Neither a decision nor this loop builds reference cycles (their objects
+are freed by reference counting: ``tests/core/test_core_no_cycles.py``), so a full
+collection during a run finds nothing to free; the run asks for them a hundred times less
+often (:func:`_rare_full_collections`; the young generations are collected as usual, so a
+short-lived cycle made anyway is still freed soon). Results never depend on the collector.
 """
 
 from __future__ import annotations
@@ -330,7 +332,7 @@ class _Sim(Applier):
 
 
 @contextmanager
-def _rare_full_collections(factor: int = 10) -> Iterator[None]:
+def _rare_full_collections(factor: int = 100) -> Iterator[None]:
     """Collect the oldest generation ``factor`` times less often for the duration (the
     thresholds of the young generations, and so the freeing of short-lived cycles, unchanged);
     the previous thresholds are restored after."""

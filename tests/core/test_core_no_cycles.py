@@ -18,9 +18,11 @@ from engine.core.projection import Projection
 
 
 def _cycles_left_by(run: Callable[[], None]) -> list:
-    """The objects made by ``run()`` that only the cycle collector would have freed after it.
-    (Objects made before may be dropped during the run, e.g. an earlier test's budget tree,
-    whose networkx graph holds cycles, leaving a cache across decisions: not the run's.)"""
+    """The objects of the engine's own types made by ``run()`` that only the cycle collector
+    would have freed after it. (Objects made before may be dropped during the run, e.g. an
+    earlier test's budget tree, whose networkx graph holds cycles, leaving a cache across
+    decisions; a thread an earlier test left running may make garbage of its own: neither is
+    the run's. A cycle of the engine's holds an instance of one of its classes.)"""
     gc.collect()
     before = {id(o) for o in gc.get_objects()}
     was = gc.get_debug()
@@ -28,7 +30,8 @@ def _cycles_left_by(run: Callable[[], None]) -> list:
     try:
         run()
         gc.collect()
-        return [o for o in gc.garbage if id(o) not in before]
+        return [o for o in gc.garbage
+                if id(o) not in before and type(o).__module__.startswith("engine.")]
     finally:
         gc.set_debug(was)
         gc.garbage.clear()

@@ -61,10 +61,7 @@ class Projection:
         self.rate: dict[str, float] = {}
         self.protected: list[tuple[tuple[str, ...], float, float]] = []  # (path, rate, seconds)
         self._certain: dict[float, _Certain] = {}
-        self._runs: dict[str, list[int]] = {}  # charged leaf -> its indices in ``protected``
-        self._spans: list[tuple[float, float]] = []  # (rate, seconds) of each protected run
-        self._under: dict[str, list[tuple[float, float]]] = {}  # node -> protected (rate, s) under it
-        self._gather = _Runs(self.paths, self._runs, self._spans, self._under)
+        self._runs = _Runs(self.paths)  # the protected runs, gathered per node on request
         self.version = 0
 
     def _path(self, leaf: str) -> tuple[str, ...]:
@@ -79,14 +76,15 @@ class Projection:
         for n in path:
             self.rate[n] = self.rate.get(n, 0.0) + rate
         if protected_s > 0:
-            self._runs.setdefault(leaf, []).append(len(self.protected))
+            runs = self._runs
+            runs.by_leaf.setdefault(leaf, []).append(len(self.protected))
             self.protected.append((path, rate, protected_s))
             run = (rate, protected_s)
-            self._spans.append(run)
+            runs.spans.append(run)
             for n in path:
-                runs = self._under.get(n)
-                if runs is not None:  # gathered nodes only; the others gather on request
-                    runs.append(run)
+                gathered = runs.under.get(n)
+                if gathered is not None:  # gathered nodes only; the others gather on request
+                    gathered.append(run)
             for m, certain in self._certain.items():
                 for n in path:
                     if n in certain:  # computed nodes only; the others sum on lookup
@@ -99,12 +97,12 @@ class Projection:
         >= 0 and all of them sum to less than 2**53 (GPUs times whole billing weights), so
         every sum of them is exact, whatever the order: the rates are then summed per leaf
         first and rolled up once per leaf (the same floats, fewer additions)."""
-        if self._certain or self._under:  # nodes already summed must be kept up to date
+        if self._certain or self._runs.under:  # nodes already summed must be kept up to date
             for leaf, rate, seconds in charges:
                 self.add(leaf, rate, seconds)
             return
-        rates, paths, protected, tree, runs = self.rate, self.paths, self.protected, self.tree, self._runs
-        spans = self._spans
+        rates, paths, protected, tree = self.rate, self.paths, self.protected, self.tree
+        runs, spans = self._runs.by_leaf, self._runs.spans
         exact = whole and not rates  # (rates already there may not be whole)
         per_leaf: dict[str, float] = {}
         for leaf, rate, seconds in charges:
@@ -141,26 +139,28 @@ class Projection:
     def behind(self, m: float) -> Mapping[str, float]:
         certain = self._certain.get(m)
         if certain is None:
-            certain = self._certain[m] = _Certain(self._gather, self.rate, m)
+            certain = self._certain[m] = _Certain(self._runs, self.rate, m)
         return certain
 
     def protected_under(self, node: str) -> list[tuple[float, float]]:
         """(rate, seconds) of the protected runs under ``node``, in the order they were added."""
-        return self._gather.under_node(node)
+        return self._runs.under_node(node)
 
 
 class _Runs:
-    """A projection's protected runs, gathered per tree node on request. It shares the
-    projection's containers but holds no reference to the projection itself. Nothing a
+    """A projection's protected runs, gathered per tree node on request. The projection and
+    its certain-charge sums both read them; it holds no reference to either. Nothing a
     decision builds refers back to its projection, so the projection is freed by reference
     counting when the decision ends; a cycle would leave it, and every ``m``'s sums, to the
     cycle collector, which then ran several times a pass."""
 
     __slots__ = ("paths", "by_leaf", "spans", "under")
 
-    def __init__(self, paths: dict[str, tuple[str, ...]], by_leaf: dict[str, list[int]],
-                 spans: list[tuple[float, float]], under: dict[str, list[tuple[float, float]]]):
-        self.paths, self.by_leaf, self.spans, self.under = paths, by_leaf, spans, under
+    def __init__(self, paths: dict[str, tuple[str, ...]]):
+        self.paths = paths  # the projection's leaf -> path
+        self.by_leaf: dict[str, list[int]] = {}  # charged leaf -> its indices in ``protected``
+        self.spans: list[tuple[float, float]] = []  # (rate, seconds) of each protected run
+        self.under: dict[str, list[tuple[float, float]]] = {}  # node -> its gathered runs
 
     def under_node(self, node: str) -> list[tuple[float, float]]:
         found = self.under.get(node)

@@ -8,7 +8,10 @@ hundreds of records per pass, and from one pass to the next almost all of them a
 the same running workload, charged to the same leaf at the same rank, costing the same (a
 resumable workload past its checkpoint grace period loses ``gpus x grace`` however long it
 has run). :class:`VictimCache` keeps the last record of each running workload with its sort
-key and rebuilds a record only when one of those numbers moved.
+key and the numbers its cost is computed from (GPUs, start of its run, resumable), computes
+the cost from those, and rebuilds a record only when one of leaf, rank and cost moved; when
+only the cost did (work that starts over when preempted loses more every pass), the record
+is copied with the new cost (:meth:`~engine.core.victim_index.Victim.costing`).
 
 A cache of a pure function: the list is the one ``make_victim`` and a sort would give (same
 fields, same order; a record is rebuilt from the cost already computed to compare it), so
@@ -35,8 +38,9 @@ class VictimCache:
     def __init__(self, limit: int = 16384):
         self.limit = limit
         self._rule: tuple[DebugRule, float] | None = None
-        # id(running) -> (running, its last victim, that victim's sort key)
-        self.remembered: dict[int, tuple[Running, Victim, tuple]] = {}
+        # id(running) -> (running, its last victim, that victim's sort key, and what its cost
+        # is computed from: GPUs, start of its run, resumable)
+        self.remembered: dict[int, tuple[Running, Victim, tuple, int, float, bool]] = {}
 
     def victims(self, prey: Iterable[tuple[Running, str | None, int]], now: float,
                 grace_s: float, rule: DebugRule) -> list[Victim]:
@@ -50,17 +54,33 @@ class VictimCache:
         keyed: list[tuple[tuple, Victim]] = []
         add = keyed.append
         for r, leaf, rank in prey:
-            cost = progress_lost(r, now, grace_s)
             hit = remembered.get(id(r))
             if hit is not None and hit[0] is r:
-                v = hit[1]
-                if v.cost == cost and v.rank == rank and v.leaf == leaf:
-                    add((hit[2], v))
+                v, gpus, started, resumable = hit[1], hit[3], hit[4], hit[5]
+                # progress_lost, inline from the remembered numbers (the same float operations)
+                elapsed = now - started
+                if not elapsed > 0.0:
+                    elapsed = 0.0
+                if resumable and elapsed > grace_s:
+                    elapsed = grace_s
+                cost = gpus * elapsed
+                if v.rank == rank and v.leaf == leaf:
+                    if v.cost == cost:
+                        add((hit[2], v))
+                        continue
+                    # only the cost moved (work that starts over when preempted): same record,
+                    # new cost
+                    v = v.costing(cost)
+                    key = (leaf is not None, cost, -rank, v.id)
+                    remembered[id(r)] = (r, v, key, gpus, started, resumable)
+                    add((key, v))
                     continue
+            else:
+                cost = progress_lost(r, now, grace_s)
             debug = leaf is not None and is_debug(r.workload.contract, rule)
             v = victim_at(r, leaf, rank, cost, debug)
             key = (leaf is not None, cost, -rank, v.id)
-            remembered[id(r)] = (r, v, key)
+            remembered[id(r)] = (r, v, key, v.gpus, r.started_at, r.workload.contract.resumable)
             add((key, v))
         keyed.sort()  # (keys differ: ids are unique among running work)
         return [v for _, v in keyed]

@@ -71,6 +71,16 @@ class Victim:
     def on(self) -> tuple[tuple[str, int], ...]:
         return self.running.placement.assignments
 
+    def costing(self, cost: float) -> Victim:
+        """This victim with ``cost`` instead (what ``make_victim`` builds for the same running
+        workload, leaf and rank at a later time). The fields are copied, not passed through
+        ``__init__`` again: the victim cache re-costs hundreds of victims a pass."""
+        twin = object.__new__(Victim)
+        fields = twin.__dict__
+        fields.update(self.__dict__)
+        fields["cost"] = cost
+        return twin
+
 
 Bound = tuple  # ((allocated cost, unallocated cost, count), 0, node)
 SORT_AFTER = 3  # searches of one size in a pass before its nodes are sorted

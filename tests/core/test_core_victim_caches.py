@@ -72,7 +72,7 @@ def test_victim_cache_gives_the_built_and_sorted_victims():
                 for r in running if now >= r.protected_until
                 for leaf in [r.workload.contract.budget if r.workload.contract.allocated
                              and rnd.random() < 0.95 else None]]
-        before = {id(v) for _, v, _ in cache.remembered.values()}
+        before = {id(hit[1]) for hit in cache.remembered.values()}
         got = cache.victims(prey, now, grace, rule)
         assert _fields(got) == _fields(_fresh(prey, now, grace, rule))
         reused += sum(id(v) in before for v in got)

@@ -72,9 +72,8 @@ class Victim:
         return self.running.placement.assignments
 
     def costing(self, cost: float) -> Victim:
-        """This victim with ``cost`` instead (what ``make_victim`` builds for the same running
-        workload, leaf and rank at a later time). The fields are copied, not passed through
-        ``__init__`` again: the victim cache re-costs hundreds of victims a pass."""
+        """This victim costing ``cost`` (``make_victim`` at a later time, same leaf and rank):
+        fields copied, not passed through ``__init__`` (hundreds are re-costed a pass)."""
         twin = object.__new__(Victim)
         fields = twin.__dict__
         fields.update(self.__dict__)

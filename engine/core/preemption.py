@@ -61,6 +61,9 @@ turn out unnecessary (overshoot) are dropped again, most expensive first. The ch
 (node or group) wins, ties by name. (Nodes are tried in name order, and one is given up as
 soon as what it took costs more than the best before it; a busy decision tries them
 cheapest bound first instead, with the same answers: :mod:`engine.core.victim_index`.)
+A one-node search that will fail is known before any node is tried: no node reaches the
+workload's GPUs even with every eligible victim on it (:func:`_room_on_a_node`, a plain sum
+per node; most failed searches of a busy walk are refused so, at a fraction of the cost).
 """
 
 from __future__ import annotations
@@ -154,6 +157,34 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
     return best
 
 
+def _room_on_a_node(total: int, clusters: Sequence[str], pool: Pool, index: VictimIndex,
+                    ok: frozenset[str], exclude: frozenset[str],
+                    debug_ok: frozenset[str] | None) -> bool:
+    """Does some node of ``clusters``, not in ``exclude`` and big enough, reach ``total`` GPUs
+    with its free GPUs and those of every victim on it that is eligible (as in
+    :func:`~engine.core.victim_index.take_on_node`)? False exactly when the one-node search
+    fails: it takes eligible victims only, whatever their cost."""
+    free_of, node_of, held, on = pool.free, pool.nodes, index.held, index.on
+    for c in clusters:
+        if pool.max_node.get(c, 0) < total:
+            continue
+        for n in pool.clusters[c]:
+            got = free_of[n]
+            if got >= total:
+                if n not in exclude and node_of[n].gpus >= total:
+                    return True
+                continue
+            if got + held.get(n, 0) < total or n in exclude or node_of[n].gpus < total:
+                continue
+            for v in on[n]:
+                if v.leaf is None or (v.leaf in ok and (
+                        debug_ok is None or not v.debug or v.leaf in debug_ok)):
+                    got += v.per_node[n]
+                    if got >= total:
+                        return True
+    return False
+
+
 def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
                  by_node: VictimsByNode, ok: frozenset[str],
                  exclude: frozenset[str] = frozenset(), held: Mapping[str, int] | None = None,
@@ -170,6 +201,9 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
     # 1. one node if it can
     best: _Best | None | Scan = SCAN
     index = by_node if isinstance(by_node, VictimIndex) else None
+    if pods == 1 and index is not None and not _room_on_a_node(
+            total, clusters, pool, index, ok, exclude, debug_ok):
+        return None  # (the search below would try every node and fail, at a higher cost)
     if index is not None:
         held = index.held
     if all(pool.max_node.get(c, 0) < total for c in clusters):

@@ -9,7 +9,9 @@ this hundreds of times while every admission and preemption moves the projection
 :class:`PingPongLeaves` answers from a :class:`~engine.core.fairshare.ChargeOrder` that
 follows the projection instead of recomputing every sibling's key each time, or, for a min
 runtime asked about only a few times (a busy queue has a hundred distinct ones), from each
-path's siblings sorted once per decision by their keys with nothing charged. Its answers
+path's siblings sorted once per decision by their keys with nothing charged, and the largest
+of their keys charged in full, kept while the projection stays, which settles most questions
+without looking at any sibling (:meth:`PingPongLeaves._tops`). Its answers
 are those of the two functions, from the same floats; nothing is kept across decisions.
 """
 
@@ -50,6 +52,7 @@ class PingPongLeaves:
         self._levels: dict[tuple, tuple] = {}  # (leaf, extra, m) -> (projection version, levels)
         self._plain: dict[str, tuple] = {}  # leaf -> its path's siblings, uncharged (_static)
         self._taken: dict[tuple, frozenset[str]] = {}  # (leaf, lower, siblings taken) -> leaves
+        self._tops_of: dict[str, tuple[int, tuple]] = {}  # leaf -> (projection version, _tops)
 
     def _order(self, m: float) -> ChargeOrder | None:
         """Count a question at ``m``; from the :data:`ORDER_AFTER`-th on, its order, up to date."""
@@ -101,28 +104,61 @@ class PingPongLeaves:
             found = self._plain[leaf] = tuple(levels)
         return found
 
+    def _tops(self, leaf: str) -> tuple[list, ...]:
+        """Per level of ``leaf``'s path (as :meth:`_static`): ``tops[i]``, the largest sort
+        key of the first ``i`` siblings charged their bound (every protected run in full,
+        whatever ``m``), None for none. While the projection stays, these hold for every
+        charge and min runtime asked about."""
+        hit = self._tops_of.get(leaf)
+        version = self.proj.version
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        bound = self.proj.behind(math.inf)
+        out = []
+        for _, _, _, _, sibs in self._static(leaf):
+            tops: list = [None]
+            best: tuple | None = None
+            for (_, _, _, sib), ss, us in sibs:
+                top = us + bound.get(sib, 0.0)
+                key = (-level_fairshare(ss, top), -ss, top, sib)
+                if best is None or key > best:
+                    best = key
+                tops.append(best)
+            out.append(tops)
+        found = tuple(out)
+        self._tops_of[leaf] = (version, found)
+        return found
+
     def _few_leaves(self, leaf: str, extra: float, m: float,
                     lower: frozenset[str]) -> frozenset[str]:
         """``outranked_after_charge(...) & lower`` (see :meth:`leaves`), from the siblings'
         uncharged keys sorted once per pass: a sibling whose key with nothing charged sorts
         after the charged path node's is taken without looking at its charge (charges only
-        raise a key); the others are tested as that function tests them, bound first."""
+        raise a key); the others are tested as that function tests them, bound first. When
+        the charged path node's key is no smaller than every one of those siblings' bound
+        keys (:meth:`_tops`, kept while the projection stays), none of them passes its bound
+        test and none is looked at (most questions of a busy walk)."""
         proj = self.proj
-        rate, behind, bound = proj.rate, proj.behind(m), proj.behind(math.inf)
+        rate = proj.rate
+        behind = bound = None
         taken: list[str] = []
-        for mine, sm, used, keys, sibs in self._static(leaf):
+        for (mine, sm, used, keys, sibs), tops in zip(self._static(leaf), self._tops(leaf)):
             r = rate.get(mine)
             um = used + extra + (r * m if r is not None else 0.0)
             key = (-level_fairshare(sm, um), -sm, um, mine)
             after = bisect_right(keys, key)
-            for i in range(after):
-                (_, _, _, sib), ss, us = sibs[i]
-                top = us + bound.get(sib, 0.0)
-                if not key < (-level_fairshare(ss, top), -ss, top, sib):
-                    continue
-                us += behind.get(sib, 0.0)
-                if key < (-level_fairshare(ss, us), -ss, us, sib):
-                    taken.append(sib)
+            if after and key < tops[after]:
+                if behind is None:
+                    behind, bound = proj.behind(m), proj.behind(math.inf)
+                assert bound is not None
+                for i in range(after):
+                    (_, _, _, sib), ss, us = sibs[i]
+                    top = us + bound.get(sib, 0.0)
+                    if not key < (-level_fairshare(ss, top), -ss, top, sib):
+                        continue
+                    us += behind.get(sib, 0.0)
+                    if key < (-level_fairshare(ss, us), -ss, us, sib):
+                        taken.append(sib)
             taken.extend(k[3] for k in keys[after:])
         asked = (leaf, lower, tuple(taken))
         found = self._taken.get(asked)

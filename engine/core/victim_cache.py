@@ -8,10 +8,11 @@ hundreds of records per pass, and from one pass to the next almost all of them a
 the same running workload, charged to the same leaf at the same rank, costing the same (a
 resumable workload past its checkpoint grace period loses ``gpus x grace`` however long it
 has run). :class:`VictimCache` keeps the last record of each running workload with its sort
-key and the numbers its cost is computed from (GPUs, start of its run, resumable), computes
-the cost from those, and rebuilds a record only when one of leaf, rank and cost moved; when
-only the cost did (work that starts over when preempted loses more every pass), the record
-is copied with the new cost (:meth:`~engine.core.victim_index.Victim.costing`).
+key and the numbers its cost is computed from (GPUs, start of its run, resumable:
+:func:`~engine.core.preemption.lost_after`), and rebuilds a record only when its leaf or
+rank moved; when only its cost did (the loss grows while a run goes on: all of it for work
+that starts over, up to the grace period for resumable work), the record is copied with the
+new cost (:meth:`~engine.core.victim_index.Victim.costing`).
 
 A cache of a pure function: the list is the one ``make_victim`` and a sort would give (same
 fields, same order; a record is rebuilt from the cost already computed to compare it), so
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from engine.core.preemption import progress_lost, victim_at
+from engine.core.preemption import lost_after, victim_at
 from engine.core.queue import is_debug
 from engine.core.types import Running
 from engine.core.victim_index import Victim
@@ -57,30 +58,23 @@ class VictimCache:
             hit = remembered.get(id(r))
             if hit is not None and hit[0] is r:
                 v, gpus, started, resumable = hit[1], hit[3], hit[4], hit[5]
-                # progress_lost, inline from the remembered numbers (the same float operations)
-                elapsed = now - started
-                if not elapsed > 0.0:
-                    elapsed = 0.0
-                if resumable and elapsed > grace_s:
-                    elapsed = grace_s
-                cost = gpus * elapsed
-                if v.rank == rank and v.leaf == leaf:
-                    if v.cost == cost:
-                        add((hit[2], v))
-                        continue
-                    # only the cost moved (work that starts over when preempted): same record,
-                    # new cost
-                    v = v.costing(cost)
-                    key = (leaf is not None, cost, -rank, v.id)
-                    remembered[id(r)] = (r, v, key, gpus, started, resumable)
-                    add((key, v))
+                cost = lost_after(gpus, started, resumable, now, grace_s)
+                same = v.rank == rank and v.leaf == leaf
+                if same and v.cost == cost:
+                    add((hit[2], v))
                     continue
             else:
-                cost = progress_lost(r, now, grace_s)
-            debug = leaf is not None and is_debug(r.workload.contract, rule)
-            v = victim_at(r, leaf, rank, cost, debug)
+                gpus, started = r.placement.gpus, r.started_at
+                resumable = r.workload.contract.resumable
+                cost = lost_after(gpus, started, resumable, now, grace_s)
+                same = False
+            if same:  # only the cost moved (the loss grows while the run goes on): a copy
+                v = v.costing(cost)
+            else:
+                v = victim_at(r, leaf, rank, cost,
+                              leaf is not None and is_debug(r.workload.contract, rule))
             key = (leaf is not None, cost, -rank, v.id)
-            remembered[id(r)] = (r, v, key, v.gpus, r.started_at, r.workload.contract.resumable)
+            remembered[id(r)] = (r, v, key, gpus, started, resumable)
             add((key, v))
         keyed.sort()  # (keys differ: ids are unique among running work)
         return [v for _, v in keyed]

@@ -104,11 +104,11 @@ class PingPongLeaves:
             found = self._plain[leaf] = tuple(levels)
         return found
 
-    def _tops(self, leaf: str) -> tuple[list, ...]:
-        """Per level of ``leaf``'s path (as :meth:`_static`): ``tops[i]``, the largest sort
-        key of the first ``i`` siblings charged their bound (every protected run in full,
-        whatever ``m``), None for none. While the projection stays, these hold for every
-        charge and min runtime asked about."""
+    def _tops(self, leaf: str) -> tuple[tuple[list, list], ...]:
+        """Per level of ``leaf``'s path (as :meth:`_static`): each sibling's sort key charged
+        its bound (every protected run in full, whatever ``m``), and ``tops[i]``, the largest
+        of the first ``i`` of them (None for none). While the projection stays, these hold for
+        every charge and min runtime asked about."""
         hit = self._tops_of.get(leaf)
         version = self.proj.version
         if hit is not None and hit[0] == version:
@@ -116,15 +116,17 @@ class PingPongLeaves:
         bound = self.proj.behind(math.inf)
         out = []
         for _, _, _, _, sibs in self._static(leaf):
+            keys: list[tuple] = []
             tops: list = [None]
             best: tuple | None = None
             for (_, _, _, sib), ss, us in sibs:
                 top = us + bound.get(sib, 0.0)
                 key = (-level_fairshare(ss, top), -ss, top, sib)
+                keys.append(key)
                 if best is None or key > best:
                     best = key
                 tops.append(best)
-            out.append(tops)
+            out.append((keys, tops))
         found = tuple(out)
         self._tops_of[leaf] = (version, found)
         return found
@@ -134,28 +136,26 @@ class PingPongLeaves:
         """``outranked_after_charge(...) & lower`` (see :meth:`leaves`), from the siblings'
         uncharged keys sorted once per pass: a sibling whose key with nothing charged sorts
         after the charged path node's is taken without looking at its charge (charges only
-        raise a key); the others are tested as that function tests them, bound first. When
-        the charged path node's key is no smaller than every one of those siblings' bound
-        keys (:meth:`_tops`, kept while the projection stays), none of them passes its bound
+        raise a key); the others are tested as that function tests them, bound first (the
+        bound keys: :meth:`_tops`, kept while the projection stays). When the charged path
+        node's key is no smaller than every one of those bound keys, none passes its bound
         test and none is looked at (most questions of a busy walk)."""
-        proj = self.proj
-        rate = proj.rate
-        behind = bound = None
+        rate = self.proj.rate
+        behind = None
         taken: list[str] = []
-        for (mine, sm, used, keys, sibs), tops in zip(self._static(leaf), self._tops(leaf)):
+        for (mine, sm, used, keys, sibs), (bounds, tops) in zip(self._static(leaf),
+                                                                self._tops(leaf)):
             r = rate.get(mine)
             um = used + extra + (r * m if r is not None else 0.0)
             key = (-level_fairshare(sm, um), -sm, um, mine)
             after = bisect_right(keys, key)
             if after and key < tops[after]:
                 if behind is None:
-                    behind, bound = proj.behind(m), proj.behind(math.inf)
-                assert bound is not None
+                    behind = self.proj.behind(m)
                 for i in range(after):
-                    (_, _, _, sib), ss, us = sibs[i]
-                    top = us + bound.get(sib, 0.0)
-                    if not key < (-level_fairshare(ss, top), -ss, top, sib):
+                    if not key < bounds[i]:
                         continue
+                    (_, _, _, sib), ss, us = sibs[i]
                     us += behind.get(sib, 0.0)
                     if key < (-level_fairshare(ss, us), -ss, us, sib):
                         taken.append(sib)

@@ -218,12 +218,28 @@ class _Pass:
         An outcome depends on the workload's :attr:`~engine.core.queue.Entry.alike` contract and
         on the pass's state, which changes only when a workload is admitted or gets a
         reservation (``self.state`` counts those): a workload alike an earlier one, with no
-        change since, gets that one's outcome without a second walk (long queues of alike jobs)."""
+        change since, gets that one's outcome without a second walk (long queues of alike jobs).
+
+        Once no reservation may be added, a workload kept off reserved nodes whose walk ends
+        in the short ``reserved-out`` (:meth:`step`: a search for its shape failed for a
+        workload ranked no worse) has an outcome that depends on its min runtime only through
+        which reservations keep it off (:meth:`~engine.core.reservation.Holds.kept_off`'s
+        answer, one object per answer in a pass): the outcome is remembered under the alike
+        contract without the min runtime plus that answer, and a later workload with both
+        the same, with no change since, gets it too. (Along that path the placement failed
+        for the shape and its kept-off nodes, the workload is not debug, its rank is its
+        leaf's: all the same for both; the memos it reads only grow more certain until the
+        next admission.)"""
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
         self.memo = WalkMemos()  # its failures, until a preemption
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
+        # (alike without the min runtime, id of the kept-off answer) -> (state, outcome)
+        short: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
+        holds, loans = self.holds, self.policy.loans
+        full = False  # no reservation may be added (for the rest of the walk, once so)
+        self.cut: tuple | None = None  # set by step when its walk ends in the short reserved-out
         for e in entries:
             key = e.same  # (Entry.alike's number; a loan depends on the resumable flag too)
             hit = seen.get(key)
@@ -231,10 +247,27 @@ class _Pass:
                 add(hit[1])
                 continue
             before = self.state
+            k2 = None
+            if not full:
+                full = bool(holds.items) and not holds.may_add() and not self.quick
+            if full and e.leaf is not None and not e.debug and not (
+                    loans and e.workload.contract.resumable):
+                kept = holds.kept_off(e)
+                if kept[0]:
+                    k2 = (e.alike[:5], e.alike[6], id(kept))
+                    hit = short.get(k2)
+                    if hit is not None and hit[0] == before:
+                        add(hit[1])
+                        seen[key] = hit
+                        continue
             got = self.step(e)
             add(got)
             if self.state == before:
                 seen[key] = (before, got)
+                if self.cut is not None:
+                    if k2 is not None:
+                        short[k2] = (before, got)
+                    self.cut = None
         return outcome
 
     def why_unshown(self, e: Entry) -> bool:
@@ -289,6 +322,7 @@ class _Pass:
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         unshown = bool(exclude) and not quick and self.why_unshown(e)
         if unshown and maxfail.get(shape, e.rank + 1) <= e.rank:
+            self.cut = kept  # (for run's memo of such outcomes)
             return ("reserved-out", kept[1], free)  # (the end of the walk below, in short)
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
         rank, charge = (0 if e.debug else e.rank), self.rules.charge_of(e)

@@ -181,6 +181,7 @@ class Pool:
         self.cluster_free = {c: sum(map(free.__getitem__, ns)) for c, ns in self.clusters.items()}
         self.version = 0  # changes whenever free GPUs do (callers key caches on it)
         self._group_free: tuple[int, dict[GroupKey, int]] = (-1, {})
+        self._max_free: dict[str, tuple[int, int]] = {}  # cluster -> (version, most free on a node)
 
     def cluster_names(self, cluster: str | None) -> tuple[str, ...]:
         """Clusters a workload may use: the one it names, or every cluster (name order)."""
@@ -193,11 +194,13 @@ class Pool:
 
     def place(self, gpus_per_pod: int, pods: int, cluster: str | None,
               exclude: frozenset[str] = frozenset()) -> Placement | None:
-        """Best placement in the current free GPUs (see :func:`fit`), avoiding ``exclude``."""
+        """Best placement in the current free GPUs (see :func:`fit`), avoiding ``exclude``.
+        A cluster is skipped when it has fewer free GPUs than the gang, or no node with a
+        pod's GPUs free (every placement puts a pod on some node: :meth:`most_free`)."""
         total = gpus_per_pod * pods
         best: tuple[tuple, Placement] | None = None
         for c in self.cluster_names(cluster):
-            if self.cluster_free[c] < total:
+            if self.cluster_free[c] < total or self.most_free(c) < gpus_per_pod:
                 continue
             names = [n for n in self.clusters[c] if n not in exclude] if exclude else self.clusters[c]
             found = fit(gpus_per_pod, pods, self.free, names, self.groups[c])
@@ -207,6 +210,15 @@ class Pool:
                 if best is None or score < best[0]:
                     best = (score, found)
         return None if best is None else best[1]
+
+    def most_free(self, cluster: str) -> int:
+        """The most free GPUs on one node of ``cluster`` (remembered while free GPUs stay the
+        same; a walk's failed placements ask it many times between two admissions)."""
+        hit = self._max_free.get(cluster)
+        if hit is None or hit[0] != self.version:
+            hit = self._max_free[cluster] = (
+                self.version, max(map(self.free.__getitem__, self.clusters[cluster]), default=0))
+        return hit[1]
 
     def group_free(self) -> dict[GroupKey, int]:
         """Free GPUs per placement group (remembered while free GPUs stay the same)."""

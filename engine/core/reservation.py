@@ -67,6 +67,7 @@ to others).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -298,6 +299,7 @@ class Holds:
         self._capacity, self._rules, self._proj, self._now = capacity, rules, proj, now
         self._kept: dict[tuple, tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]] = {}
         self._timed = 0  # timed reservations so far (the others are drain holds)
+        self._untils: list[float] = []  # their earliest starts, ascending (see _kept_off)
 
     def may_add(self) -> bool:
         """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
@@ -306,7 +308,9 @@ class Holds:
 
     def add(self, res: Reservation) -> None:
         self.items.append(res)
-        self._timed += not res.hold
+        if not res.hold:
+            self._timed += 1
+            insort(self._untils, res.until)
         self.nodes = self.nodes | res.nodes
         self.gpus += sum(self._capacity[n] for n in res.nodes)
 
@@ -339,12 +343,17 @@ class Holds:
         return self._kept_off(e) if e.leaf is not None else NOT_KEPT
 
     def _kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
-        # (``e`` funded) the answer depends on the leaf, the min runtime, the reservations so
-        # far and the anti-ping-pong projection: remembered per pass under exactly that key;
-        # while every reservation is a drain hold, on the reservations alone (a hold keeps off
-        # all funded work, whatever its leaf and min runtime)
-        key = ((e.leaf, e.workload.contract.min_runtime_s, len(self.items), self._proj.version)
-               if self._timed else (len(self.items),))
+        # (``e`` funded) the answer depends on the leaf (and so its rank), the reservations so
+        # far, the anti-ping-pong projection and, through the min runtime, only on which timed
+        # reservations would start before ``e``'s protection ends (:meth:`blocker`'s
+        # ``protected``): those whose start is below ``now + min runtime``, the first ``k`` of
+        # them in start order, ``k`` found by bisection (``now + min runtime`` grows with the
+        # min runtime, so no other set is possible). Remembered per pass under exactly that key,
+        # so work of one leaf with many different min runtimes shares a few answers; while
+        # every reservation is a drain hold, on the reservations alone (a hold keeps off all
+        # funded work, whatever its leaf and min runtime)
+        key = ((e.leaf, bisect_left(self._untils, self._now + e.workload.contract.min_runtime_s),
+                len(self.items), self._proj.version) if self._timed else (len(self.items),))
         found = self._kept.get(key)
         if found is None:
             nodes: frozenset[str] = frozenset()

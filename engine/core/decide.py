@@ -36,7 +36,10 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
 
 Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
 preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
-min runtime, resumable) with nothing admitted or reserved since gets that one's outcome; failed
+min runtime, resumable) with nothing admitted or reserved since gets that one's outcome, and so
+does, once no reservation may be added, work kept off by the same reservations whose walk
+ends in short, alike but for its min runtime (:meth:`_Pass.run`); a placement skips a cluster
+with no node that has a pod's GPUs free; failed
 placements and searches are remembered until a preemption (:mod:`engine.core.walk_memo`), and a
 search is skipped when free GPUs plus every victim ranked below could not make room
 (:mod:`engine.core.ranksums`) or one that covers it failed; the anti-ping-pong rule is asked
@@ -56,7 +59,8 @@ running workload's victim record while its leaf, rank and cost stay the same
 (:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built and indexed on
 the first victim search, running work is sorted as releases once, on the first reservation
 (:mod:`engine.core.releases`), and which reservations keep a workload off, and why, once per
-leaf, min runtime, reservations so far and projection (:class:`~engine.core.reservation.Holds`).
+leaf, timed reservations starting before its protection ends, reservations so far and
+projection (:class:`~engine.core.reservation.Holds`).
 """
 
 from __future__ import annotations
@@ -220,22 +224,15 @@ class _Pass:
         reservation (``self.state`` counts those): a workload alike an earlier one, with no
         change since, gets that one's outcome without a second walk (long queues of alike jobs).
 
-        Once no reservation may be added, a workload kept off reserved nodes whose walk ends
-        in the short ``reserved-out`` (:meth:`step`: a search for its shape failed for a
-        workload ranked no worse) has an outcome that depends on its min runtime only through
-        which reservations keep it off (:meth:`~engine.core.reservation.Holds.kept_off`'s
-        answer, one object per answer in a pass): the outcome is remembered under the alike
-        contract without the min runtime plus that answer, and a later workload with both
-        the same, with no change since, gets it too. (Along that path the placement failed
-        for the shape and its kept-off nodes, the workload is not debug, its rank is its
-        leaf's: all the same for both; the memos it reads only grow more certain until the
-        next admission.)"""
+        Once no reservation may be added, the short ``reserved-out`` (:meth:`step`: its shape
+        failed for work ranked no worse) depends on the min runtime only through the kept-off
+        answer (one object per answer in a pass), so it is also remembered under the alike
+        contract without the min runtime plus that answer's id, for as long as nothing changes."""
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
         self.memo = WalkMemos()  # its failures, until a preemption
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
-        # (alike without the min runtime, id of the kept-off answer) -> (state, outcome)
         short: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
         holds, loans = self.holds, self.policy.loans
         full = False  # no reservation may be added (for the rest of the walk, once so)

@@ -30,14 +30,9 @@ from .test_core_victim_caches import _busy_world
 
 
 def _fresh_kept_off(holds, e: Entry):
-    nodes: frozenset[str] = frozenset()
-    why = []
-    for res in holds.items:
-        code = holds.blocker(e, res)
-        if code is not None:
-            nodes = nodes | res.nodes
-            why.append((res, code))
-    return nodes, tuple(why)
+    """The reference: each reservation asked, in order, whether it keeps ``e`` off."""
+    why = tuple((res, code) for res in holds.items if (code := holds.blocker(e, res)) is not None)
+    return frozenset().union(*(res.nodes for res, _ in why)), why
 
 
 def test_kept_off_answers_for_every_min_runtime_are_the_blockers():

@@ -34,33 +34,8 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
 5. Every workload, running or pending, gets a status with the numbers that explain it, and
    ``ranks`` holds every leaf's :class:`LeafRank`.
 
-Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
-preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
-min runtime, resumable) with nothing admitted or reserved since gets that one's outcome, and so
-does, once no reservation may be added, work kept off by the same reservations whose walk
-ends in short, alike but for its min runtime (:meth:`_Pass.run`); a placement skips a cluster
-with no node that has a pod's GPUs free; failed
-placements and searches are remembered until a preemption (:mod:`engine.core.walk_memo`), and a
-search is skipped when free GPUs plus every victim ranked below could not make room
-(:mod:`engine.core.ranksums`) or one that covers it failed; the anti-ping-pong rule is asked
-only about leaves with victims, not at all when none ranks below, nor, for work kept off
-by reservations once no more can be made, when no node or node group could make room with every
-victim ranked below (:meth:`_Pass.fails_for_all_below`); the victim search visits nodes cheapest
-bound first (:mod:`engine.core.victim_index`); statuses are built lazily, from numbers recorded
-in the pass. Caches of pure functions of immutable inputs live across decisions: "can never fit"
-per node layout and shape (:class:`~engine.core.placement.ShapeVerdicts`), the static node
-layout (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
-:class:`~engine.model.BudgetTree`), each pending workload's queue entry while its leaf's rank
-number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, updated when few
-workloads came or went (:func:`~engine.core.queue.build_queue`), what each running workload
-alone gives (GPUs, charged leaf, charge rate, release: :mod:`engine.core.running_facts`), each
-running workload's victim record while its leaf, rank and cost stay the same
-(:mod:`engine.core.victim_cache`) and each node's victim cost sums while its victims do
-(:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built and indexed on
-the first victim search, running work is sorted as releases once, on the first reservation
-(:mod:`engine.core.releases`), and which reservations keep a workload off, and why, once per
-leaf, timed reservations starting before its protection ends, reservations so far and
-projection (:class:`~engine.core.reservation.Holds`).
+Quick paths and caches keep the common case cheap without changing a result: the package's
+docstring (:mod:`engine.core`) lists them.
 """
 
 from __future__ import annotations
@@ -222,21 +197,12 @@ class _Pass:
         An outcome depends on the workload's :attr:`~engine.core.queue.Entry.alike` contract and
         on the pass's state, which changes only when a workload is admitted or gets a
         reservation (``self.state`` counts those): a workload alike an earlier one, with no
-        change since, gets that one's outcome without a second walk (long queues of alike jobs).
-
-        Once no reservation may be added, the short ``reserved-out`` (:meth:`step`: its shape
-        failed for work ranked no worse) depends on the min runtime only through the kept-off
-        answer (one object per answer in a pass), so it is also remembered under the alike
-        contract without the min runtime plus that answer's id, for as long as nothing changes."""
+        change since, gets that one's outcome without a second walk (long queues of alike jobs)."""
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
         self.memo = WalkMemos()  # its failures, until a preemption
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
-        short: dict[tuple, tuple[int, tuple[str, object, int]]] = {}
-        holds, loans = self.holds, self.policy.loans
-        full = False  # no reservation may be added (for the rest of the walk, once so)
-        self.cut: tuple | None = None  # set by step when its walk ends in the short reserved-out
         for e in entries:
             key = e.same  # (Entry.alike's number; a loan depends on the resumable flag too)
             hit = seen.get(key)
@@ -244,27 +210,10 @@ class _Pass:
                 add(hit[1])
                 continue
             before = self.state
-            k2 = None
-            if not full:
-                full = bool(holds.items) and not holds.may_add() and not self.quick
-            if full and e.leaf is not None and not e.debug and not (
-                    loans and e.workload.contract.resumable):
-                kept = holds.kept_off(e)
-                if kept[0]:
-                    k2 = (e.alike[:5], e.alike[6], id(kept))
-                    hit = short.get(k2)
-                    if hit is not None and hit[0] == before:
-                        add(hit[1])
-                        seen[key] = hit
-                        continue
             got = self.step(e)
             add(got)
             if self.state == before:
                 seen[key] = (before, got)
-                if self.cut is not None:
-                    if k2 is not None:
-                        short[k2] = (before, got)
-                    self.cut = None
         return outcome
 
     def why_unshown(self, e: Entry) -> bool:
@@ -319,7 +268,6 @@ class _Pass:
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         unshown = bool(exclude) and not quick and self.why_unshown(e)
         if unshown and maxfail.get(shape, e.rank + 1) <= e.rank:
-            self.cut = kept  # (for run's memo of such outcomes)
             return ("reserved-out", kept[1], free)  # (the end of the walk below, in short)
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
         rank, charge = (0 if e.debug else e.rank), self.rules.charge_of(e)

@@ -9,7 +9,10 @@ Cases (targets on the 2-core machine: the 30-day run under 60 s and under 2 GB):
   (384 GPUs, about its average demand).
 
 Run: ``python tests/benchmarks/bench_sim.py [--case synthetic30|philly|all]
-[--scheduler budget,legacy] [--time-limit SECONDS] [--cadence watch|interval]``. Each run stops after ``--time-limit``
+[--scheduler budget,legacy] [--time-limit SECONDS] [--cadence watch|interval] [--per-day]``.
+``--per-day`` also prints, per simulated day, the passes, the decision's milliseconds per pass
+and the pending and running workloads a pass saw on average (the timing adds a clock read per
+pass). Each run stops after ``--time-limit``
 wall seconds (default 600; 0 = none) and then reports honestly what it measured: the
 simulated days it reached (``reached=``), ``TRUNCATED``, and the rates over that part.
 Peak memory is the process's max RSS (so it covers every case run before it). Figures taken
@@ -19,23 +22,52 @@ while other work shares the CPUs are noisy.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import resource
 import time
 
 from engine.loader import load_config
 from engine.sim.engine import SimOptions, simulate
+from engine.sim.schedulers import Scheduler, get_scheduler
 from engine.sim.importers import load_trace
 from engine.sim.prepare import prepare_trace, with_clusters
 from engine.sim.synthetic import synthetic_trace
 
 
+class PerDay:
+    """A scheduler's decisions timed and counted per simulated day."""
+
+    def __init__(self, scheduler: Scheduler):
+        self.rows: dict[int, list[float]] = {}  # day -> [passes, seconds, pending, running]
+        inner = scheduler.decide
+
+        def timed(snapshot, config, now):
+            t0 = time.perf_counter()
+            decision = inner(snapshot, config, now)
+            row = self.rows.setdefault(int(now // 86400), [0, 0.0, 0, 0])
+            row[0] += 1
+            row[1] += time.perf_counter() - t0
+            row[2] += len(snapshot.pending)
+            row[3] += len(snapshot.running)
+            return decision
+
+        self.scheduler = dataclasses.replace(scheduler, decide=timed)
+
+    def print(self) -> None:
+        print(f"{'day':>5s} {'passes':>7s} {'ms/pass':>8s} {'pending':>8s} {'running':>8s}")
+        for day, (n, secs, pending, running) in sorted(self.rows.items()):
+            print(f"{day:5d} {n:7d} {1000 * secs / n:8.2f} {pending / n:8.0f} {running / n:8.0f}")
+
+
 def run_case(name: str, config, trace, schedulers, limit: float | None,
-             cadence: str = "watch") -> None:
+             cadence: str = "watch", per_day: bool = False) -> None:
     days = trace.meta["horizon"] / 86400.0
     for sched in schedulers:
+        timed = PerDay(get_scheduler(sched)) if per_day else None
         t0 = time.perf_counter()
-        res = simulate(config, trace, sched, options=SimOptions(wall_limit_s=limit, cadence=cadence))
+        res = simulate(config, trace, timed.scheduler if timed else sched,
+                       options=SimOptions(wall_limit_s=limit, cadence=cadence))
         wall = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         s = res.summary()
@@ -47,6 +79,8 @@ def run_case(name: str, config, trace, schedulers, limit: float | None,
               f"decide={res.decide_s:6.1f}s ({1000 * res.decide_s / max(1, res.decide_calls):.2f} ms/pass) "
               f"peak-rss={rss:7.0f}MB occupancy={s['occupancy']:.3f} "
               f"debug-p90={s['waits']['by_class']['debug']['p90_s']}s", flush=True)
+        if timed:
+            timed.print()
         del res, s  # the next run starts without this one's heap (its GC scans would count)
         gc.collect()
 
@@ -61,6 +95,8 @@ def main() -> None:
     ap.add_argument("--cadence", default="watch", choices=["watch", "interval", "event"],
                     help="when passes run (as `allot simulate --cadence`): watch = at every event, "
                          "as the reconciler runs them; interval = on the policy's interval grid")
+    ap.add_argument("--per-day", action="store_true",
+                    help="also print the passes, ms per pass, pending and running per simulated day")
     args = ap.parse_args()
     limit = args.time_limit or None
     schedulers = args.scheduler.split(",")
@@ -72,14 +108,14 @@ def main() -> None:
                                               seed=1), cfg, seed=1)
         print(f"synthetic30: trace built in {time.perf_counter() - t0:.1f}s "
               f"({len(trace.tasks)} tasks, {len(trace.failures)} node failures)", flush=True)
-        run_case("synthetic30", cfg, trace, schedulers, limit, args.cadence)
+        run_case("synthetic30", cfg, trace, schedulers, limit, args.cadence, args.per_day)
     if args.case in ("philly", "all"):
         cfg = with_clusters(base, "h100:48")
         t0 = time.perf_counter()
         trace = prepare_trace(load_trace("philly"), cfg, mapping="traces/philly/mapping.yaml")
         trace = trace.with_meta(horizon=trace.span + 86400.0)
         print(f"philly: trace prepared in {time.perf_counter() - t0:.1f}s", flush=True)
-        run_case("philly", cfg, trace, schedulers, limit, args.cadence)
+        run_case("philly", cfg, trace, schedulers, limit, args.cadence, args.per_day)
 
 
 if __name__ == "__main__":

@@ -298,8 +298,9 @@ class Holds:
         self.limit, self.cap = limit, share * total  # no reservation past either
         self._capacity, self._rules, self._proj, self._now = capacity, rules, proj, now
         self._kept: dict[tuple, tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]] = {}
-        self._timed = 0  # timed reservations so far (the others are drain holds)
-        self._untils: list[float] = []  # their earliest starts, ascending (see _kept_off)
+        # the earliest starts of the timed reservations so far, ascending (the others are
+        # drain holds; see _kept_off)
+        self._untils: list[float] = []
 
     def may_add(self) -> bool:
         """Another reservation? Fewer than ``policy.reservations`` so far, and their nodes
@@ -309,7 +310,6 @@ class Holds:
     def add(self, res: Reservation) -> None:
         self.items.append(res)
         if not res.hold:
-            self._timed += 1
             insort(self._untils, res.until)
         self.nodes = self.nodes | res.nodes
         self.gpus += sum(self._capacity[n] for n in res.nodes)
@@ -353,7 +353,7 @@ class Holds:
         # every reservation is a drain hold, on the reservations alone (a hold keeps off all
         # funded work, whatever its leaf and min runtime)
         key = ((e.leaf, bisect_left(self._untils, self._now + e.workload.contract.min_runtime_s),
-                len(self.items), self._proj.version) if self._timed else (len(self.items),))
+                len(self.items), self._proj.version) if self._untils else (len(self.items),))
         found = self._kept.get(key)
         if found is None:
             nodes: frozenset[str] = frozenset()

@@ -20,8 +20,10 @@ decisions: "can never fit" per node layout and shape
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
 :class:`~engine.model.BudgetTree`), each pending workload's queue entry while its leaf's rank
 number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, updated when few
-workloads came or went (:func:`~engine.core.queue.build_queue`), what each running workload
-alone gives (GPUs, charged leaf, charge rate, release: :mod:`engine.core.running_facts`), each
+workloads came or went (:func:`~engine.core.queue.build_queue`) with its entries counted per
+shape (:func:`~engine.core.queue.queue_shapes`: "can never fit" is asked per shape, no entry
+walked), what each running workload alone gives (GPUs, charged leaf, charge rate, release:
+:mod:`engine.core.running_facts`), each
 running workload's victim record while its leaf, rank and cost stay the same
 (:mod:`engine.core.victim_cache`) and each node's victim cost sums while its victims do
 (:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built and indexed on

@@ -51,7 +51,7 @@ from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import Victim, find_victims
 from engine.core.projection import Projection
 from engine.core.ranksums import RankSums
-from engine.core.queue import Entry, build_queue
+from engine.core.queue import Entry, build_queue, queue_shapes
 from engine.core.releases import Releases
 from engine.core.reservation import NOT_KEPT, Holds, reservation_for
 from engine.core.running_facts import RunningFacts
@@ -356,7 +356,8 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     """The scheduling decision for ``snapshot`` at time ``now`` (pure, deterministic)."""
     p = _Pass(snapshot, config, now)
     entries, rejects = build_queue(snapshot.pending, p.ranks, p.policy.debug)
-    kept, never = _VERDICTS.split(entries, snapshot.nodes, p.pool, p.policy.gang_in_one_domain)
+    kept, never = _VERDICTS.split(entries, snapshot.nodes, p.pool, p.policy.gang_in_one_domain,
+                                  queue_shapes(entries))
     rejects = sorted([*rejects, *never], key=lambda r: r[0].id)
     outcome = p.run(kept)
     actions: list[Action] = [*p.node_actions, *p.evictions]

@@ -262,6 +262,9 @@ def never_fits(pool: "Pool", gang_in_one_domain: bool, c: Contract) -> str | Non
             f"split it or ask for fewer GPUs")
 
 
+_UNKNOWN = object()  # no verdict remembered (ShapeVerdicts.split)
+
+
 class ShapeVerdicts:
     """:func:`never_fits` remembered per node *layout* (every node's name, cluster, GPUs and
     domain, health aside) and shape, across decisions: the verdict depends on nothing else, and
@@ -302,13 +305,22 @@ class ShapeVerdicts:
             return v
 
     def split(self, entries: list[Entry], nodes: tuple[NodeState, ...], pool: "Pool",
-              gang_in_one_domain: bool) -> tuple[list[Entry], list[tuple[Workload, str]]]:
+              gang_in_one_domain: bool, shapes: Iterable[tuple] | None = None
+              ) -> tuple[list[Entry], list[tuple[Workload, str]]]:
         """``entries`` that may fit some day, and the others with the verdict. Asked once per
-        shape and cluster (items 2 to 4 of :attr:`~engine.core.queue.Entry.alike`); the
-        entries are walked one by one only when some are rejected."""
-        first = {e.alike[2:5]: e for e in {e.same: e for e in entries}.values()}
-        memo = {shape: self.verdict(nodes, pool, gang_in_one_domain, e.workload.contract)
-                for shape, e in first.items()}
+        shape and cluster (items 2 to 4 of :attr:`~engine.core.queue.Entry.alike`;
+        ``shapes``: those of ``entries``, when the caller knows them); the entries are walked
+        one by one only when a shape is new on this layout or some are rejected."""
+        if shapes is None:
+            shapes = {e.alike[2:5] for e in entries}
+        lid, verdicts = self.layout(nodes), self._verdicts
+        memo: dict[tuple, str | None] = {}
+        for shape in shapes:
+            v = verdicts.get((lid, gang_in_one_domain, *shape), _UNKNOWN)
+            if v is _UNKNOWN:  # first seen on this layout: ask with one entry's contract
+                e = next(e for e in entries if e.alike[2:5] == shape)
+                v = self.verdict(nodes, pool, gang_in_one_domain, e.workload.contract)
+            memo[shape] = v  # type: ignore[assignment]
         if all(verdict is None for verdict in memo.values()):
             return entries, []
         kept: list[Entry] = []

@@ -131,6 +131,8 @@ class _Last(NamedTuple):
     funded: list[Entry]  # sorted by key
     unallocated: list[Entry]  # sorted by key
     rejects: list[tuple[Workload, str]]
+    shapes: dict[tuple, int]  # queued entries per shape (Entry.alike[2:5]): queue_shapes
+    queue: list[Entry]  # the list returned (funded + unallocated), recognised by identity
 
 
 def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
@@ -141,18 +143,23 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     A shell queues nearly the same workloads decision after decision: when the debug rule
     and every leaf's rank number are those of the previous call and at most
     :data:`FEW_CHANGES` workloads came or went, the previous queue is updated (the gone ones
-    removed, the new ones inserted by key) instead of made and sorted again; same result."""
+    removed, the new ones inserted by key) instead of made and sorted again; same result.
+    Its entries are counted per shape as it changes (:func:`queue_shapes`), so the "can never
+    fit" check (:meth:`~engine.core.placement.ShapeVerdicts.split`) walks no entry while every
+    shape may fit."""
     bounds = (debug.max_gpus, debug.max_min_runtime_s) if debug is not None else (-1, -1.0)
     known = _KNOWN.table(bounds)
     rank_of = {leaf: lr.rank for leaf, lr in ranks.items()}
     last = _KNOWN.last
     if (last is not None and last.epoch == _KNOWN.epoch and last.bounds == bounds
             and last.rank_of == rank_of and isinstance(pending, (tuple, list))):
-        ids = set(map(id, pending))
+        order = list(map(id, pending))
+        ids = set(order)
         gone, new = last.ids - ids, ids - last.ids
         if len(ids) == len(pending) and len(gone) + len(new) <= FEW_CHANGES:
             funded, unallocated = last.funded.copy(), last.unallocated.copy()
             rejects = last.rejects
+            shapes = last.shapes  # (updated in place: the previous queue's record is replaced)
             if gone:
                 rejects = [r for r in rejects if id(r[0]) not in gone]
                 for wid in gone:
@@ -167,25 +174,63 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                     i = bisect_left(lst, key, key=itemgetter(4))
                     assert lst[i].workload is row[0]  # (keys are unique: they end with the id)
                     del lst[i]
+                    _count(shapes, shape_of(row[0].contract), -1)
             if new:
-                more, more_unallocated, more_rejects = _entries(
-                    [w for w in pending if id(w) in new], ranks, rank_of, known, bounds)
+                # (in queue order; a few found by position, C-level scans of the ids)
+                came = ([pending[i] for i in sorted(map(order.index, new))] if len(new) <= 8
+                        else [w for w in pending if id(w) in new])
+                more, more_unallocated, more_rejects = _entries(came, ranks, rank_of, known, bounds)
                 for e in more:
                     insort(funded, e, key=itemgetter(4))
+                    _count(shapes, e.alike[2:5], 1)
                 for e in more_unallocated:
                     insort(unallocated, e, key=itemgetter(4))
+                    _count(shapes, e.alike[2:5], 1)
                 if more_rejects:
                     rejects = sorted(rejects + more_rejects, key=lambda r: r[0].id)
-            _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, ids, funded, unallocated, rejects)
-            return funded + unallocated, list(rejects)
+            queue = funded + unallocated
+            _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, ids, funded, unallocated, rejects,
+                                shapes, queue)
+            return queue, list(rejects)
     funded, unallocated, rejects = _entries(pending, ranks, rank_of, known, bounds)
     funded.sort(key=itemgetter(4))
     unallocated.sort(key=itemgetter(4))
     rejects.sort(key=lambda r: r[0].id)
+    queue = funded + unallocated
     if isinstance(pending, (tuple, list)):
+        shapes = {}
+        for e in queue:
+            _count(shapes, e.alike[2:5], 1)
         _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, set(map(id, pending)), funded,
-                            unallocated, rejects)
-    return funded + unallocated, list(rejects)
+                            unallocated, rejects, shapes, queue)
+    return queue, list(rejects)
+
+
+def queue_shapes(entries: list[Entry]) -> Iterable[tuple]:
+    """The distinct shapes ``(GPUs per pod, pods, cluster)`` of ``entries`` (items 2 to 4 of
+    :attr:`Entry.alike`). For the list :func:`build_queue` last returned (recognised by
+    identity and length: a caller does not change it), from its counts per shape kept
+    beside it and updated with the queue, without a walk over the entries; else worked out
+    from the entries."""
+    last = _KNOWN.last
+    if (last is not None and last.queue is entries and len(entries) == len(last.funded) + len(
+            last.unallocated) and last.epoch == _KNOWN.epoch):
+        return tuple(last.shapes)
+    return {e.alike[2:5] for e in entries}
+
+
+def shape_of(c: Contract) -> tuple:
+    """A contract's shape as in :attr:`Entry.alike` (items 2 to 4)."""
+    return (c.gpus_per_pod, c.pods, c.cluster)
+
+
+def _count(counts: dict[tuple, int], shape: tuple, n: int) -> None:
+    """Add ``n`` to ``counts[shape]``, dropping a shape whose count reaches 0."""
+    k = counts.get(shape, 0) + n
+    if k:
+        counts[shape] = k
+    else:
+        del counts[shape]
 
 
 def unallocated_key(w: Workload) -> tuple:

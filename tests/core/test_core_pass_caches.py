@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 import random
 
@@ -194,7 +195,7 @@ def test_known_entries_give_the_entries_of_a_cold_queue(monkeypatch):
 def test_a_queue_updated_from_the_previous_one_is_the_queue_made_afresh(monkeypatch):
     import engine.core.queue as queue_module
     from engine.core.fairshare import rank_leaves
-    from engine.core.queue import KnownEntries, build_queue
+    from engine.core.queue import KnownEntries, build_queue, queue_shapes
     from engine.model import DebugRule
 
     rnd = random.Random(11)
@@ -235,6 +236,10 @@ def test_a_queue_updated_from_the_previous_one_is_the_queue_made_afresh(monkeypa
         cold = build_queue(tuple(pending), ranks, rule)
         monkeypatch.setattr(queue_module, "_KNOWN", kept)
         assert [e[:-1] for e in warm[0]] == [e[:-1] for e in cold[0]] and warm[1] == cold[1], step
+        # the shapes kept beside the queue are its entries' shapes, each counted
+        counts = collections.Counter(e.alike[2:5] for e in warm[0])
+        assert queue_module._KNOWN.last.shapes == counts, step
+        assert set(queue_shapes(warm[0])) == set(counts) == set(queue_shapes(list(warm[0])))
     # most queues were updates: only the workloads new since the previous one were made
     assert sum(1 for n in sizes if n < 100) > 100
 

@@ -28,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import Counter
 from operator import itemgetter
 from typing import Iterable, Mapping, NamedTuple
 
@@ -198,9 +199,7 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     rejects.sort(key=lambda r: r[0].id)
     queue = funded + unallocated
     if isinstance(pending, (tuple, list)):
-        shapes = {}
-        for e in queue:
-            _count(shapes, e.alike[2:5], 1)
+        shapes = dict(Counter([e.alike[2:5] for e in queue]))
         _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, set(map(id, pending)), funded,
                             unallocated, rejects, shapes, queue)
     return queue, list(rejects)

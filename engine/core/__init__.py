@@ -23,12 +23,11 @@ number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, 
 workloads came or went (:func:`~engine.core.queue.build_queue`) with its entries counted per
 shape (:func:`~engine.core.queue.queue_shapes`: "can never fit" is asked per shape, no entry
 walked), what each running workload alone gives (GPUs, charged leaf, charge rate, release:
-:mod:`engine.core.running_facts`), each
-running workload's victim record while its leaf, rank and cost stay the same
-(:mod:`engine.core.victim_cache`) and each node's victim cost sums while its victims do
-(:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built and indexed on
-the first victim search, running work is sorted as releases once, on the first reservation
-(:mod:`engine.core.releases`), and which reservations keep a workload off, and why, once per
-leaf, timed reservations starting before its protection ends, reservations so far and projection
-(:class:`~engine.core.reservation.Holds`).
+:mod:`engine.core.running_facts`), each running workload's victim record while its leaf, rank
+and cost stay the same (:mod:`engine.core.victim_cache`) and each node's victim cost sums while
+its victims do (:class:`~engine.core.victim_index.KeptSums`). Within a pass, victims are built
+and indexed on the first victim search, running work is sorted as releases once, on the first
+reservation (:mod:`engine.core.releases`), and which reservations keep a workload off, and why,
+once per leaf, timed reservations starting before its protection ends, reservations so far and
+projection (:class:`~engine.core.reservation.Holds`).
 """

@@ -262,9 +262,6 @@ def never_fits(pool: "Pool", gang_in_one_domain: bool, c: Contract) -> str | Non
             f"split it or ask for fewer GPUs")
 
 
-_UNKNOWN = object()  # no verdict remembered (ShapeVerdicts.split)
-
-
 class ShapeVerdicts:
     """:func:`never_fits` remembered per node *layout* (every node's name, cluster, GPUs and
     domain, health aside) and shape, across decisions: the verdict depends on nothing else, and
@@ -316,11 +313,11 @@ class ShapeVerdicts:
         lid, verdicts = self.layout(nodes), self._verdicts
         memo: dict[tuple, str | None] = {}
         for shape in shapes:
-            v = verdicts.get((lid, gang_in_one_domain, *shape), _UNKNOWN)
-            if v is _UNKNOWN:  # first seen on this layout: ask with one entry's contract
+            try:
+                memo[shape] = verdicts[(lid, gang_in_one_domain, *shape)]
+            except KeyError:  # first seen on this layout: asked with one entry's contract
                 e = next(e for e in entries if e.alike[2:5] == shape)
-                v = self.verdict(nodes, pool, gang_in_one_domain, e.workload.contract)
-            memo[shape] = v  # type: ignore[assignment]
+                memo[shape] = self.verdict(nodes, pool, gang_in_one_domain, e.workload.contract)
         if all(verdict is None for verdict in memo.values()):
             return entries, []
         kept: list[Entry] = []

@@ -177,7 +177,7 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                     del lst[i]
                     _count(shapes, shape_of(row[0].contract), -1)
             if new:
-                # (in queue order; a few found by position, C-level scans of the ids)
+                # (in the order given; a few found by position: C-level scans of the ids)
                 came = ([pending[i] for i in sorted(map(order.index, new))] if len(new) <= 8
                         else [w for w in pending if id(w) in new])
                 more, more_unallocated, more_rejects = _entries(came, ranks, rank_of, known, bounds)

@@ -12,6 +12,8 @@
   searches they replace, on random multi-cluster pools.
 * The queue entries of unallocated work remembered across decisions equal fresh ones, and
   ``decide`` gives the same decision with the caches cold or warm.
+* The "can never fit" split asked per shape the queue counts, with verdicts remembered per
+  layout, keeps and rejects what ``never_fits`` asked entry by entry does.
 """
 
 from __future__ import annotations
@@ -298,3 +300,37 @@ def test_decide_same_with_caches_cold_or_warm(monkeypatch):
         monkeypatch.setattr(queue_module, "_KNOWN", KnownEntries())
         cold.append(_outcome(*w))
     assert warm == cold
+
+
+def test_split_by_the_queues_shapes_is_the_split_entry_by_entry():
+    # "can never fit" asked per shape the queue counts (remembered per layout) keeps and
+    # rejects exactly the entries never_fits keeps and rejects, in queue order
+    from engine.core.fairshare import rank_leaves
+    from engine.core.placement import ShapeVerdicts, never_fits
+    from engine.core.queue import queue_shapes
+
+    rnd = random.Random(21)
+    verdicts = ShapeVerdicts()
+    pending: list[Workload] = []
+    rejected = 0
+    for step in range(120):
+        if step % 10 == 0:  # now and then another node layout (clusters, node sizes, domains)
+            nodes = _nodes(rnd)
+            pool = Pool(nodes, {}, True, Layouts().get(nodes, True))
+        pending = [w for w in pending if rnd.random() > 0.1] + [
+            Workload(f"w{step:03d}-{k}", Contract(rnd.choice(["A1", "B2", None]), 3600.0,
+                                                  gpus_per_pod=rnd.choice([1, 2, 4, 8, 16]),
+                                                  pods=rnd.choice([1, 1, 2, 3, 40]),
+                                                  cluster=rnd.choice([None, "ca", "cb", "cz"])),
+                     float(step)) for k in range(rnd.randint(0, 4))]
+        ranks = rank_leaves(TREE, {"A1": float(step % 7), "B2": 3.0})
+        entries, _ = build_queue(tuple(pending), ranks)
+        expected_kept = [e for e in entries if never_fits(pool, True, e.workload.contract) is None]
+        expected_rejects = [(e.workload, never_fits(pool, True, e.workload.contract))
+                            for e in entries if never_fits(pool, True, e.workload.contract) is not None]
+        assert set(queue_shapes(entries)) == {e.alike[2:5] for e in entries}
+        for shapes in (queue_shapes(entries), None):
+            kept, rejects = verdicts.split(entries, nodes, pool, True, shapes)
+            assert kept == expected_kept and rejects == expected_rejects, step
+        rejected += len(expected_rejects)
+    assert rejected > 50  # (some shapes never fit some layouts)

@@ -20,7 +20,8 @@ decisions: "can never fit" per node layout and shape
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
 :class:`~engine.model.BudgetTree`), each pending workload's queue entry while its leaf's rank
 number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, updated when few
-workloads came or went (:func:`~engine.core.queue.build_queue`) with its entries counted per
+workloads came or went (:func:`~engine.core.queue.build_queue`; which ones, found by aligning the
+two presentations of the queue by identity) with its entries counted per
 shape (:func:`~engine.core.queue.queue_shapes`: "can never fit" is asked per shape, no entry
 walked), what each running workload alone gives (GPUs, charged leaf, charge rate, release:
 :mod:`engine.core.running_facts`), each running workload's victim record while its leaf, rank

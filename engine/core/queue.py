@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from operator import itemgetter
-from typing import Iterable, Mapping, NamedTuple
+from itertools import compress, count, islice
+from operator import is_not, itemgetter
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from engine.core.types import Contract, LeafRank, Workload
 from engine.model import DebugRule
@@ -134,6 +135,7 @@ class _Last(NamedTuple):
     rejects: list[tuple[Workload, str]]
     shapes: dict[tuple, int]  # queued entries per shape (Entry.alike[2:5]): queue_shapes
     queue: list[Entry]  # the list returned (funded + unallocated), recognised by identity
+    pending: tuple[Workload, ...]  # the workloads it was made of, in the order given (no repeats)
 
 
 def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
@@ -154,10 +156,11 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     last = _KNOWN.last
     if (last is not None and last.epoch == _KNOWN.epoch and last.bounds == bounds
             and last.rank_of == rank_of and isinstance(pending, (tuple, list))):
-        order = list(map(id, pending))
-        ids = set(order)
-        gone, new = last.ids - ids, ids - last.ids
-        if len(ids) == len(pending) and len(gone) + len(new) <= FEW_CHANGES:
+        gone, new, came = _difference(last, pending)
+        if len(gone) + len(new) <= FEW_CHANGES:
+            ids = last.ids  # (updated in place: the previous queue's record is replaced)
+            ids -= gone
+            ids |= new
             funded, unallocated = last.funded.copy(), last.unallocated.copy()
             rejects = last.rejects
             shapes = last.shapes  # (updated in place: the previous queue's record is replaced)
@@ -177,9 +180,6 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                     del lst[i]
                     _count(shapes, shape_of(row[0].contract), -1)
             if new:
-                # (in the order given; a few found by position: C-level scans of the ids)
-                came = ([pending[i] for i in sorted(map(order.index, new))] if len(new) <= 8
-                        else [w for w in pending if id(w) in new])
                 more, more_unallocated, more_rejects = _entries(came, ranks, rank_of, known, bounds)
                 for e in more:
                     insort(funded, e, key=itemgetter(4))
@@ -191,7 +191,7 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
                     rejects = sorted(rejects + more_rejects, key=lambda r: r[0].id)
             queue = funded + unallocated
             _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, ids, funded, unallocated, rejects,
-                                shapes, queue)
+                                shapes, queue, tuple(pending))
             return queue, list(rejects)
     funded, unallocated, rejects = _entries(pending, ranks, rank_of, known, bounds)
     funded.sort(key=itemgetter(4))
@@ -199,10 +199,75 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     rejects.sort(key=lambda r: r[0].id)
     queue = funded + unallocated
     if isinstance(pending, (tuple, list)):
-        shapes = dict(Counter([e.alike[2:5] for e in queue]))
-        _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, set(map(id, pending)), funded,
-                            unallocated, rejects, shapes, queue)
+        ids = set(map(id, pending))
+        _KNOWN.last = None  # (a workload queued twice: the next queue is made afresh too)
+        if len(ids) == len(pending):
+            shapes = dict(Counter([e.alike[2:5] for e in queue]))
+            _KNOWN.last = _Last(bounds, rank_of, _KNOWN.epoch, ids, funded, unallocated, rejects,
+                                shapes, queue, tuple(pending))
     return queue, list(rejects)
+
+
+def _difference(last: _Last, pending: tuple[Workload, ...] | list[Workload]
+                ) -> tuple[set[int], set[int], list[Workload]]:
+    """The ids of the workloads of ``last`` no longer in ``pending`` and of those new in it,
+    and the new ones in the order given; more than :data:`FEW_CHANGES` in all when
+    ``pending`` holds a workload twice (then the queue is made afresh).
+
+    A shell presents nearly the same sequence each time: :func:`_aligned` finds the few
+    differences by identity, scanning in C between them, without hashing every workload's
+    id; when the sequences do not align (reordered, many changes), the id sets of both are
+    compared (same answer)."""
+    aligned = _aligned(last.pending, pending, FEW_CHANGES)
+    if aligned is not None:
+        out, came = aligned
+        new = set(map(id, came))
+        # each put in once, none queued before (else moved, or queued twice: the sets decide)
+        if len(new) == len(came) and last.ids.isdisjoint(new):
+            return set(map(id, out)), new, came
+    ids = set(map(id, pending))
+    if len(ids) != len(pending):
+        return set(), set(range(FEW_CHANGES + 1)), []
+    gone, new = last.ids - ids, ids - last.ids
+    return gone, new, [w for w in pending if id(w) in new] if new else []
+
+
+def _aligned(old: Sequence[object], new: Sequence[object], limit: int, window: int = 8
+             ) -> tuple[list, list] | None:
+    """``new`` as ``old`` with items taken out (``out``) and put in (``came``), matched by
+    identity in order: at a difference, a match within ``window`` places further on either
+    side says which items were taken out or put in, else both items differ. None past
+    ``limit`` differences. Exact whatever it finds: items it does not list are the same
+    objects in the same order (a moved item is listed on both sides)."""
+    out: list = []
+    came: list = []
+    i = j = 0
+    n_old, n_new = len(old), len(new)
+    while True:
+        # the first k with old[i + k] not new[j + k] (a C loop)
+        k = next(compress(count(), map(is_not, islice(old, i, None), islice(new, j, None))), None)
+        if k is None:  # the shorter one ended: the rest of the longer one differs
+            m = min(n_old - i, n_new - j)
+            out.extend(old[i + m:])
+            came.extend(new[j + m:])
+            return (out, came) if len(out) + len(came) <= limit else None
+        i, j = i + k, j + k
+        a, b = old[i], new[j]
+        for d in range(1, window + 1):
+            if i + d < n_old and old[i + d] is b:
+                out.extend(old[i:i + d])
+                i += d
+                break
+            if j + d < n_new and new[j + d] is a:
+                came.extend(new[j:j + d])
+                j += d
+                break
+        else:
+            out.append(a)
+            came.append(b)
+            i, j = i + 1, j + 1
+        if len(out) + len(came) > limit:
+            return None
 
 
 def queue_shapes(entries: list[Entry]) -> Iterable[tuple]:

@@ -223,8 +223,14 @@ def test_a_queue_updated_from_the_previous_one_is_the_queue_made_afresh(monkeypa
         out = [w for w in pending if rnd.random() > 0.02]  # a few go (admitted, rejected)
         queued = {w.id for w in out}
         others = [w for w in pool if w.id not in queued]
-        pending = out + rnd.sample(others, min(len(others), rnd.choice([0, 1, 3, 80])))
-        rnd.shuffle(pending)
+        came = rnd.sample(others, min(len(others), rnd.choice([0, 1, 3, 80])))
+        if rnd.random() < 0.3:  # in any order; else the order kept, the new ones put in anywhere
+            pending = out + came
+            rnd.shuffle(pending)
+        else:
+            pending = out
+            for w in came:
+                pending.insert(rnd.randint(0, len(pending)), w)
         if rnd.random() < 0.05:  # the leaves' rank numbers move
             usage = {leaf: float(rnd.randint(0, 900)) for leaf in LEAVES}
         if rnd.random() < 0.03:
@@ -273,3 +279,34 @@ def test_statuses_are_indexed_on_first_read():
         assert list(d.statuses) == ids and len(d.statuses) == len(ids)
         assert all(d.statuses[i].workload_id == i for i in ids)
         assert dict(d.statuses) == dict(decide(snapshot, config, now).statuses)
+
+
+def test_the_difference_of_two_queues_found_in_order_is_the_difference_of_their_sets():
+    # what came and went between two presentations of the queue, found by aligning them
+    # (the common case: the order kept, a few taken out and put in) or by their id sets, is
+    # the set difference both ways; a workload presented twice is reported as many changes
+    import engine.core.queue as queue_module
+    from engine.core.queue import FEW_CHANGES, _difference
+
+    rnd = random.Random(17)
+    objects = [object() for _ in range(300)]
+    for step in range(3000):
+        old = rnd.sample(objects, rnd.randint(0, 60))
+        new = [o for o in old if rnd.random() > rnd.choice([0.0, 0.05, 0.5])]
+        for o in rnd.sample(objects, rnd.choice([0, 1, 2, 5, 30])):  # new ones, or moved
+            if o not in new:
+                new.insert(rnd.randint(0, len(new)), o)
+        if rnd.random() < 0.1:
+            rnd.shuffle(new)
+        twice = rnd.random() < 0.1 and new
+        if twice:
+            new.insert(rnd.randint(0, len(new)), rnd.choice(new))
+        last = queue_module._Last((-1, -1.0), {}, 0, set(map(id, old)), [], [], [], {}, [],
+                                  tuple(old))
+        gone, came_ids, came = _difference(last, tuple(new))
+        if twice:
+            assert len(gone) + len(came_ids) > FEW_CHANGES, step
+            continue
+        assert gone == set(map(id, old)) - set(map(id, new)), step
+        assert came_ids == set(map(id, new)) - set(map(id, old)), step
+        assert came == [o for o in new if id(o) in came_ids], step  # in the order given

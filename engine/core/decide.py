@@ -203,17 +203,19 @@ class _Pass:
         self.memo = WalkMemos()  # its failures, until a preemption
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
+        state, step, get = self.state, self.step, seen.get
         for e in entries:
             key = e.same  # (Entry.alike's number; a loan depends on the resumable flag too)
-            hit = seen.get(key)
-            if hit is not None and hit[0] == self.state:
+            hit = get(key)
+            if hit is not None and hit[0] == state:
                 add(hit[1])
                 continue
-            before = self.state
-            got = self.step(e)
+            got = step(e)
             add(got)
-            if self.state == before:
-                seen[key] = (before, got)
+            if self.state == state:
+                seen[key] = (state, got)
+            else:
+                state = self.state
         return outcome
 
     def why_unshown(self, e: Entry) -> bool:

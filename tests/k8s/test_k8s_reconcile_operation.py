@@ -17,7 +17,7 @@ from engine.k8s.ledger_store import LedgerState, charge
 from engine.k8s.metrics import Health, Metrics, serve
 from engine.k8s.observe import Occupancy
 from engine.sim.trace import read_trace_file
-from tests.k8s.reconcile_support import POLICY_NS, T0, Env, ann, job
+from tests.k8s.reconcile_support import POLICY_NS, T0, Env, job
 
 
 @pytest.fixture

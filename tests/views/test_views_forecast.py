@@ -3,8 +3,6 @@ submitted after the state's instant, its forecast is exactly what the simulator 
 
 from __future__ import annotations
 
-import pytest
-
 from engine.loader import load_config
 from engine.sim.engine import simulate
 from engine.sim.prepare import prepare_trace

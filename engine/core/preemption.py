@@ -73,8 +73,8 @@ from typing import Iterable, Mapping, Protocol, Sequence
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
-from engine.core.victim_index import (SCAN, Scan, Victim, VictimIndex, cheapest_node,
-                                      take_on_node)
+from engine.core.victim import Victim
+from engine.core.victim_index import SCAN, Scan, VictimIndex, cheapest_node, take_on_node
 
 
 class VictimsByNode(Protocol):

@@ -1,7 +1,7 @@
 """The preemptible running work of a pass as victims in victim order, remembered across decisions.
 
 Every pass that searches for victims turns all running work past its protection into
-:class:`~engine.core.victim_index.Victim` records (what
+:class:`~engine.core.victim.Victim` records (what
 :func:`~engine.core.preemption.make_victim` builds) and sorts them in victim order
 (unallocated first, then by cost, then worst leaf rank, then id). At simulator scale that is
 hundreds of records per pass, and from one pass to the next almost all of them are the same:
@@ -12,7 +12,7 @@ key and the numbers its cost is computed from (GPUs, start of its run, resumable
 :func:`~engine.core.preemption.lost_after`), and rebuilds a record only when its leaf or
 rank moved; when only its cost did (the loss grows while a run goes on: all of it for work
 that starts over, up to the grace period for resumable work), the record is copied with the
-new cost (:meth:`~engine.core.victim_index.Victim.costing`).
+new cost (:meth:`~engine.core.victim.Victim.costing`).
 
 A cache of a pure function: the list is the one ``make_victim`` and a sort would give (same
 fields, same order; a record is rebuilt from the cost already computed to compare it), so
@@ -29,7 +29,7 @@ from typing import Iterable
 from engine.core.preemption import lost_after, victim_at
 from engine.core.queue import is_debug
 from engine.core.types import Running
-from engine.core.victim_index import Victim
+from engine.core.victim import Victim
 from engine.model import DebugRule
 
 

@@ -40,46 +40,15 @@ next use, for the nodes changed since.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from dataclasses import dataclass, field
 from enum import Enum
 from itertools import accumulate
-from typing import TYPE_CHECKING, Final, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Iterable, Sequence
 
-from engine.core.types import Placement, Running
+from engine.core.types import Placement
+from engine.core.victim import Victim
 
 if TYPE_CHECKING:
     from engine.core.placement import Pool
-
-@dataclass(frozen=True)
-class Victim:
-    """A running workload that could be preempted (it is not protected right now)."""
-
-    id: str
-    running: Running
-    leaf: str | None  # the tree leaf it is charged to; None when unallocated
-    rank: int  # its leaf's rank; (number of leaves + 1) when unallocated
-    cost: float  # GPU-seconds of progress lost if preempted now
-    gpus: int = 0  # GPUs it holds (set by ``make_victim``)
-    per_node: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
-    debug: bool = False  # a debug workload (only the ordinary rule lets a debug preemptor take it)
-
-    @property
-    def order(self) -> tuple:
-        return (self.leaf is not None, self.cost, -self.rank, self.id)
-
-    @property
-    def on(self) -> tuple[tuple[str, int], ...]:
-        return self.running.placement.assignments
-
-    def costing(self, cost: float) -> Victim:
-        """This victim costing ``cost`` (``make_victim`` at a later time, same leaf and rank):
-        fields copied, not passed through ``__init__`` (hundreds are re-costed a pass)."""
-        twin = object.__new__(Victim)
-        fields = twin.__dict__
-        fields.update(self.__dict__)
-        fields["cost"] = cost
-        return twin
-
 
 Bound = tuple  # ((allocated cost, unallocated cost, count), 0, node)
 SORT_AFTER = 3  # searches of one size in a pass before its nodes are sorted
@@ -113,6 +82,7 @@ class VictimIndex:
         self._sorted: dict[tuple[str, int], _Sorted] = {}
         self._searches: dict[tuple, int] = {}  # (clusters, total) -> searches so far
         self._group_held: dict[object, int] = {}  # node group -> GPUs victims hold in it
+        self._slots: dict[tuple, list[tuple[int, list[str]]]] = {}  # room_below's bound
 
     def held_in(self, group: object, members: Sequence[str]) -> int:
         """GPUs alive victims hold on the nodes ``members`` of node group ``group`` (kept
@@ -183,13 +153,28 @@ class VictimIndex:
                             and nodes[n].gpus >= total and room(n) >= total):
                         return True
             if pods > 1:
-                for members in pool.groups[c].values():
-                    names = [n for n in members if n not in exclude]
+                for slots, names in self._group_slots(pool, c, gpus_per_pod, exclude):
                     # (first with every victim, whatever its rank: a bound needing no rank test)
-                    if (sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]) >= pods
-                            and sum([room(n) // gpus_per_pod for n in names]) >= pods):
+                    if slots >= pods and sum([room(n) // gpus_per_pod for n in names]) >= pods:
                         return True
         return False
+
+    def _group_slots(self, pool: Pool, cluster: str, gpus_per_pod: int, exclude: frozenset[str]
+                     ) -> list[tuple[int, list[str]]]:
+        """Per node group of ``cluster``: its pods of ``gpus_per_pod`` with every victim taken,
+        and its nodes not in ``exclude``; remembered while the free GPUs and the victims stay
+        (the pool's version and this index's log of changed nodes: a decision's every change
+        reaches both)."""
+        key = (pool.version, len(self._log), cluster, gpus_per_pod, exclude)
+        found = self._slots.get(key)
+        if found is None:
+            free, held = pool.free, self.held
+            found = self._slots[key] = []
+            for members in pool.groups[cluster].values():
+                names = [n for n in members if n not in exclude]
+                found.append((sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]),
+                              names))
+        return found
 
     def changed(self, node: str) -> None:
         """``node``'s free GPUs changed."""

@@ -25,7 +25,8 @@ from engine.core.preemption import make_victim
 from engine.core.ranksums import RankSums
 from engine.core.types import Contract, Placement, Running, Workload
 from engine.core.victim_cache import VictimCache
-from engine.core.victim_index import KeptSums, Victim, _NodeSums
+from engine.core.victim import Victim
+from engine.core.victim_index import KeptSums, _NodeSums
 from engine.model import DebugRule
 
 LEAVES = ["A1", "A2", "B1", None]

@@ -136,6 +136,11 @@ def test_search_over_the_index_matches_the_scan(monkeypatch, seed):
             fast = find_victims(gpp, pods, clusters, pool, index, ok, exclude, None, debug_ok)
             scan = find_victims(gpp, pods, clusters, mirror, by_node, ok, exclude, held, debug_ok)
             assert fast == scan
+            fresh = VictimIndex(alive)  # room with every victim ranked below: what the index
+            for rank in rnd.sample(range(6), 3):  # remembers per group gives the fresh answer
+                for k in (1, 2, 3):
+                    assert index.room_below(rank, gpp, k, clusters, pool, exclude) == \
+                        fresh.room_below(rank, gpp, k, clusters, pool, exclude)
             if fast is not None and rnd.random() < 0.6:  # as a decision admits: victims go
                 placement, chosen = fast
                 for v in chosen:

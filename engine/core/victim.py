@@ -1,0 +1,42 @@
+"""A victim: running work a preemptor could take, not protected right now, with what
+choosing it costs (:func:`~engine.core.preemption.make_victim` builds it; the victims of a
+pass are indexed by :mod:`engine.core.victim_index` and kept across decisions by
+:mod:`engine.core.victim_cache`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from engine.core.types import Running
+
+
+@dataclass(frozen=True)
+class Victim:
+    """A running workload that could be preempted (it is not protected right now)."""
+
+    id: str
+    running: Running
+    leaf: str | None  # the tree leaf it is charged to; None when unallocated
+    rank: int  # its leaf's rank; (number of leaves + 1) when unallocated
+    cost: float  # GPU-seconds of progress lost if preempted now
+    gpus: int = 0  # GPUs it holds (set by ``make_victim``)
+    per_node: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
+    debug: bool = False  # a debug workload (only the ordinary rule lets a debug preemptor take it)
+
+    @property
+    def order(self) -> tuple:
+        return (self.leaf is not None, self.cost, -self.rank, self.id)
+
+    @property
+    def on(self) -> tuple[tuple[str, int], ...]:
+        return self.running.placement.assignments
+
+    def costing(self, cost: float) -> Victim:
+        """This victim costing ``cost`` (``make_victim`` at a later time, same leaf and rank):
+        fields copied, not passed through ``__init__`` (hundreds are re-costed a pass)."""
+        twin = object.__new__(Victim)
+        fields = twin.__dict__
+        fields.update(self.__dict__)
+        fields["cost"] = cost
+        return twin

@@ -12,7 +12,8 @@ skipped when free GPUs plus every victim ranked below could not make room
 (:mod:`engine.core.ranksums`) or one that covers it failed; the anti-ping-pong rule is asked
 only about leaves with victims, not at all when none ranks below, nor, for work kept off by
 reservations once no more can be made, when no node or node group could make room with every
-victim ranked below (:meth:`~engine.core.decide._Pass.fails_for_all_below`); the victim search
+victim ranked below (:meth:`~engine.core.decide._Pass.fails_for_all_below`, with each node
+group's pods with every victim taken remembered while nothing changes); the victim search
 visits nodes cheapest bound first (:mod:`engine.core.victim_index`); statuses are built lazily,
 from numbers recorded in the pass. Caches of pure functions of immutable inputs live across
 decisions: "can never fit" per node layout and shape

@@ -60,7 +60,7 @@ class Entry(NamedTuple):
 
 def alike(leaf: str | None, debug: bool, c: Contract) -> tuple:
     """:attr:`Entry.alike` of a workload of contract ``c`` charged to ``leaf``."""
-    return (leaf, debug, c.gpus_per_pod, c.pods, c.cluster, c.min_runtime_s, c.resumable)
+    return (leaf, debug, *shape_of(c), c.min_runtime_s, c.resumable)
 
 
 def is_debug(c: Contract, rule: DebugRule) -> bool:
@@ -283,8 +283,9 @@ def queue_shapes(entries: list[Entry]) -> Iterable[tuple]:
     return {e.alike[2:5] for e in entries}
 
 
-def shape_of(c: Contract) -> tuple:
-    """A contract's shape as in :attr:`Entry.alike` (items 2 to 4)."""
+def shape_of(c: Contract) -> tuple[int, int, str | None]:
+    """A contract's shape, ``(GPUs per pod, pods, cluster)``: items 2 to 4 of
+    :attr:`Entry.alike`, and what the simulator's idle meter counts pending work by."""
     return (c.gpus_per_pod, c.pods, c.cluster)
 
 

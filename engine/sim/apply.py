@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from engine.core.queue import shape_of
 from engine.core.types import (Action, Admit, Contract, Cordon, MarkDrained, NodeState, Preempt,
                                Reject, Running, Workload, as_run)
 from engine.sim.charging import Charges
@@ -70,11 +71,6 @@ def workload_of(task: Task) -> Workload:
                         requested_budget=task.leaf,
                         note="" if task.funded else "unfunded in the trace (min runtime 0)")
     return Workload(id=task.id, contract=contract, submitted_at=task.submit, owner=task.owner)
-
-
-def shape_of(wl: Workload) -> tuple[int, int, str | None]:
-    c = wl.contract
-    return (c.gpus_per_pod, c.pods, c.cluster)
 
 
 class Applier:
@@ -133,7 +129,7 @@ class Applier:
         st.state, st.end = "rejected", now
         st.queued += now - st.queued_since
         self.pending.remove(st.wl)
-        self.meter.add_pending(shape_of(st.wl), -1)
+        self.meter.add_pending(shape_of(st.wl.contract), -1)
         self.cache_pending = None
         self.log(now, "reject", a.workload_id, a.reason)
 
@@ -158,7 +154,7 @@ class Applier:
         if a.requeue:
             st.state, st.queued_since = "pending", now
             self.pending.requeue(st.wl)
-            self.meter.add_pending(shape_of(st.wl))
+            self.meter.add_pending(shape_of(st.wl.contract))
             self.cache_pending = None
         else:
             st.state, st.end = "killed", now
@@ -205,7 +201,7 @@ class Applier:
             self.meter.set_free(node, len(free))
             weight += n * self.weight[ns.cluster]
         self.pending.remove(st.wl)
-        self.meter.add_pending(shape_of(st.wl), -1)
+        self.meter.add_pending(shape_of(st.wl.contract), -1)
         self.cache_pending = None
         st.queued += now - st.queued_since
         st.runs += 1

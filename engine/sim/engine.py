@@ -53,10 +53,11 @@ import time as _time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from engine.core.queue import shape_of
 from engine.core.types import NodeState, Running, Snapshot, Workload
 from engine.model import Config
 from engine.sim.apply import (COMPLETE, EXPIRE, FAIL, PASS, REPAIR, SUBMIT, Applier,
-                              TaskRun, shape_of, workload_of)
+                              TaskRun, workload_of)
 from engine.sim.charging import Charges
 from engine.sim.idle import IdleMeter
 from engine.sim.options import SimOptions
@@ -219,7 +220,7 @@ class _Sim(Applier):
             rate = 0.0
             self.tasks[key] = TaskRun(task, wl, rate)
             self.pending.submit(wl)
-            self.meter.add_pending(shape_of(wl))
+            self.meter.add_pending(shape_of(wl.contract))
             self.cache_pending = None
             self.log(now, "submit", key)
             return True

@@ -156,8 +156,9 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     last = _KNOWN.last
     if (last is not None and last.epoch == _KNOWN.epoch and last.bounds == bounds
             and last.rank_of == rank_of and isinstance(pending, (tuple, list))):
-        gone, new, came = _difference(last, pending)
-        if len(gone) + len(new) <= FEW_CHANGES:
+        diff = _difference(last, pending)
+        if diff is not None and len(diff[0]) + len(diff[1]) <= FEW_CHANGES:
+            gone, new, came = diff
             ids = last.ids  # (updated in place: the previous queue's record is replaced)
             ids -= gone
             ids |= new
@@ -209,10 +210,10 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
 
 
 def _difference(last: _Last, pending: tuple[Workload, ...] | list[Workload]
-                ) -> tuple[set[int], set[int], list[Workload]]:
+                ) -> tuple[set[int], set[int], list[Workload]] | None:
     """The ids of the workloads of ``last`` no longer in ``pending`` and of those new in it,
-    and the new ones in the order given; more than :data:`FEW_CHANGES` in all when
-    ``pending`` holds a workload twice (then the queue is made afresh).
+    and the new ones in the order given; None when ``pending`` holds a workload twice (then
+    the queue is made afresh).
 
     A shell presents nearly the same sequence each time: :func:`_aligned` finds the few
     differences by identity, scanning in C between them, without hashing every workload's
@@ -227,7 +228,7 @@ def _difference(last: _Last, pending: tuple[Workload, ...] | list[Workload]
             return set(map(id, out)), new, came
     ids = set(map(id, pending))
     if len(ids) != len(pending):
-        return set(), set(range(FEW_CHANGES + 1)), []
+        return None
     gone, new = last.ids - ids, ids - last.ids
     return gone, new, [w for w in pending if id(w) in new] if new else []
 

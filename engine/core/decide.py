@@ -51,7 +51,7 @@ from engine.core.placement import Layouts, Pool, ShapeVerdicts
 from engine.core.preemption import Victim, find_victims
 from engine.core.projection import Projection
 from engine.core.ranksums import RankSums
-from engine.core.queue import Entry, build_queue, queue_shapes
+from engine.core.queue import Entry, build_queue, near_numbers, queue_shapes
 from engine.core.releases import Releases
 from engine.core.reservation import NOT_KEPT, Holds, reservation_for
 from engine.core.running_facts import RunningFacts
@@ -197,26 +197,38 @@ class _Pass:
         An outcome depends on the workload's :attr:`~engine.core.queue.Entry.alike` contract and
         on the pass's state, which changes only when a workload is admitted or gets a
         reservation (``self.state`` counts those): a workload alike an earlier one, with no
-        change since, gets that one's outcome without a second walk (long queues of alike jobs)."""
+        change since, gets that one's outcome without a second walk (long queues of alike jobs),
+        and so does one alike but for its min runtime, in some cases (``WalkMemos.kept_out``)."""
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
-        self.memo = WalkMemos()  # its failures, until a preemption
-        self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
+        self.start_walk()
         seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
-        state, step, get = self.state, self.step, seen.get
+        near_of = self.near_of
+        state, step, get, get_out = self.state, self.step, seen.get, self.memo.kept_out.get
+        starting = self.holds.starting_before_end
         for e in entries:
             key = e.same  # (Entry.alike's number; a loan depends on the resumable flag too)
             hit = get(key)
             if hit is not None and hit[0] == state:
                 add(hit[1])
                 continue
-            got = step(e)
+            out = get_out(near_of[key])
+            if out is not None and out[0] == state and out[1] == starting(e):
+                got = out[2]
+            else:
+                got = step(e)
             add(got)
             if self.state == state:
                 seen[key] = (state, got)
             else:
                 state = self.state
         return outcome
+
+    def start_walk(self) -> None:
+        """What :meth:`run` keeps for the walk, before the first :meth:`step`."""
+        self.memo = WalkMemos()  # its failures, until a preemption
+        self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
+        self.near_of: list[int] = near_numbers()
 
     def why_unshown(self, e: Entry) -> bool:
         """Kept off some nodes, does ``e``'s walk end ``reserved-out`` unless it is admitted, its
@@ -270,7 +282,9 @@ class _Pass:
         assert e.rank is not None  # work charged to a leaf has its rank (queue.Entry)
         unshown = bool(exclude) and not quick and self.why_unshown(e)
         if unshown and maxfail.get(shape, e.rank + 1) <= e.rank:
-            return ("reserved-out", kept[1], free)  # (the end of the walk below, in short)
+            got = ("reserved-out", kept[1], free)  # (the end of the walk below, in short)
+            memo.kept_out[self.near_of[e.same]] = (self.state, holds.starting_before_end(e), got)
+            return got
         # a debug workload outranks all running work for preemption (rank 0, every leaf)
         rank, charge = (0 if e.debug else e.rank), self.rules.charge_of(e)
         why: object = "no free GPU and nothing preemptible"
@@ -306,7 +320,10 @@ class _Pass:
                         self.rules.victims_below(rank) - vok))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                         maxfail[shape] = rank
-                why = ("search", blocked, charge, self.proj.rate.get(e.leaf, 0.0) * charge[1])
+                # (what the leaf's running work adds: shown only beside excluded leaves, and
+                # 0.0 without them, as when a shortcut above ends the search)
+                why = ("search", blocked, charge,
+                       self.proj.rate.get(e.leaf, 0.0) * charge[1] if blocked else 0.0)
         if holds.may_add() and not e.debug:
             # (no "free + running GPUs < its GPUs" shortcut: a drain hold needs no release)
             # (every leaf the rule allows: protected work that ends in time counts too)

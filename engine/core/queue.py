@@ -98,6 +98,9 @@ class KnownEntries:
         # id -> [workload, parts (None: asks for no allocation), rank number, entry]
         self.remembered: dict[int, list] = {}
         self.numbers: dict[tuple, int] = {}  # Entry.alike -> Entry.same, while remembered
+        # Entry.same -> a number for its alike tuple without the min runtime (near_numbers)
+        self.nears: list[int] = []
+        self._near: dict[tuple, int] = {}
         self.epoch = 0  # clears so far
         self.last: _Last | None = None  # the previous queue (build_queue)
 
@@ -107,6 +110,8 @@ class KnownEntries:
         if bounds != self.bounds or len(self.remembered) >= self.limit:
             self.remembered.clear()
             self.numbers.clear()  # (no entry made with the old numbers is kept)
+            self.nears.clear()
+            self._near.clear()
             self.bounds = bounds
             self.epoch += 1
             self.last = None
@@ -117,7 +122,17 @@ class KnownEntries:
         found = self.numbers.get(alike)
         if found is None:
             found = self.numbers[alike] = len(self.numbers)
+            near = (*alike[:5], *alike[6:])  # (Entry.alike's item 5 is the min runtime)
+            self.nears.append(self._near.setdefault(near, len(self._near)))
         return found
+
+
+def near_numbers() -> list[int]:
+    """Per :attr:`Entry.same` of the entries :func:`build_queue` made, a number for its
+    ``alike`` tuple without the min runtime: equal for work of one leaf, shape, debug flag and
+    resumable flag. (:meth:`engine.core.decide._Pass.run` uses it for the outcomes that depend on
+    the min runtime only through the reservations that keep a workload off their nodes.)"""
+    return _KNOWN.nears
 
 
 _KNOWN = KnownEntries()

@@ -336,6 +336,11 @@ class Holds:
             return "pingpong"
         return None
 
+    def starting_before_end(self, e: Entry) -> int:
+        """How many timed reservations start before ``e``'s protection would end (the only way
+        its min runtime enters :meth:`kept_off`; see ``_kept_off``)."""
+        return bisect_left(self._untils, self._now + e.workload.contract.min_runtime_s)
+
     def kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
         """The reserved nodes ``e`` may not use now, and each reservation that keeps it off
         them with :meth:`blocker`'s why (for its status as it stands at ``e``'s turn: later
@@ -352,8 +357,8 @@ class Holds:
         # so work of one leaf with many different min runtimes shares a few answers; while
         # every reservation is a drain hold, on the reservations alone (a hold keeps off all
         # funded work, whatever its leaf and min runtime)
-        key = ((e.leaf, bisect_left(self._untils, self._now + e.workload.contract.min_runtime_s),
-                len(self.items), self._proj.version) if self._untils else (len(self.items),))
+        key = ((e.leaf, self.starting_before_end(e), len(self.items), self._proj.version)
+               if self._untils else (len(self.items),))
         found = self._kept.get(key)
         if found is None:
             nodes: frozenset[str] = frozenset()

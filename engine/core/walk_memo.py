@@ -9,6 +9,16 @@ preemption, and every memo of a failed placement or search is dropped then
 (:meth:`WalkMemos.preempted`). A reservation that could not be made stays impossible: whether
 one can be made depends on node capacity and the nodes not yet reserved, never on free GPUs.
 
+One memo is tied to the walk's state instead. A busy queue holds work of one leaf and shape
+with many min runtimes. Once no more reservations may be made, most of it ends its turn
+``reserved-out`` before any victim search (the step's ``maxfail`` line), and that outcome
+depends on the min runtime only through :meth:`~engine.core.reservation.Holds.kept_off`,
+i.e. through how many timed reservations start before its protection ends. ``kept_out``
+keeps it per :func:`~engine.core.queue.near_numbers` (alike but for the min runtime) with
+that count and the walk's state (admissions and reservations so far), and it holds while
+both are the same: in one state the free GPUs, the reservations and the projection are the
+same, a shape found not to fit stays so, and ``maxfail`` only lowers.
+
 Each memo changes no result: it only skips a placement, search or reservation that would
 fail, or (``roomy``, tied to the walk's state so that it lapses at the next admission) a
 room check that would say again that victims might make room. Edge cases: a gang's key
@@ -41,6 +51,9 @@ class WalkMemos:
         # ranked below ``rank`` might have made room (``VictimIndex.room_below``): they still
         # might while nothing was admitted (this one spares asking again)
         self.roomy: dict[tuple, int] = {}
+        # near number -> (the walk's state, timed reservations starting before the workload's
+        # protection ends, outcome) of a turn that ended reserved-out before a victim search
+        self.kept_out: dict[int, tuple[int, int, tuple[str, object, int]]] = {}
 
     def failed_before(self, gang: tuple, exclude: frozenset[str], vok: frozenset[str],
                       dok: frozenset[str] | None) -> bool:

@@ -92,3 +92,99 @@ def test_a_cluster_without_a_pod_s_gpus_free_on_a_node_is_skipped():
                     n = rnd.choice(busy)
                     pool.give(n, rnd.randint(1, 8 - pool.free[n]))
     assert skipped > 20
+
+
+def test_the_walk_s_memos_give_every_turn_the_outcome_of_its_own_step(monkeypatch):
+    """``_Pass.run`` gives a workload the outcome of an earlier alike one (same state), or of
+    one alike but for its min runtime that ended ``reserved-out`` before a search (same state,
+    as many timed reservations starting before its protection ends): the outcomes and actions
+    are those of a walk that steps every workload."""
+    from engine.core.queue import build_queue
+
+    def walk(snapshot, config, now, remember: bool, nears=None):
+        p = decide_module._Pass(snapshot, config, now)
+        entries, _ = build_queue(snapshot.pending, p.ranks, p.policy.debug)
+        if nears is not None:
+            monkeypatch.setattr(decide_module, "near_numbers", lambda: nears)
+        steps = 0
+        step = p.step
+
+        def counted(e):
+            nonlocal steps
+            steps += 1
+            return step(e)
+
+        p.step = counted  # type: ignore[method-assign]
+        if remember:
+            outcome = p.run(entries)
+        else:
+            p.start_walk()
+            outcome = [p.step(e) for e in entries]
+        monkeypatch.undo()
+        return outcome, p.actions, [r.holder for r in p.holds.items], steps, entries
+
+    served = 0
+    worlds = [(_busy_world if seed % 2 else _walk_world)(random.Random(seed)) for seed in range(120)]
+    for seed, world in enumerate([*worlds, _loan_world()]):
+        got, actions, holders, steps, entries = walk(*world, remember=True)
+        want, want_actions, want_holders, _, _ = walk(*world, remember=False)
+        assert got == want and actions == want_actions and holders == want_holders, seed
+        # without sharing across min runtimes (every alike tuple its own near number)
+        _, _, _, unshared, _ = walk(*world, remember=True, nears=list(range(10_000)))
+        served += unshared - steps
+    assert served > 100  # turns the near memo answered
+
+
+def _walk_world(rnd: random.Random):
+    """Two clusters with a few GPUs free here and there, and a queue where each leaf's small
+    jobs (admitted on them) come between its whole-node jobs of many min runtimes (kept off
+    the reservations), with loans (``_busy_world``: without)."""
+    from engine.core.types import Running, Snapshot
+    from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
+
+    tree = BudgetTree.build([
+        BudgetNode("root", None, 100), BudgetNode("A", "root", 60), BudgetNode("B", "root", 40),
+        BudgetNode("A1", "A", 70), BudgetNode("A2", "A", 30), BudgetNode("B1", "B", 100)])
+    nodes = tuple(NodeState(f"n{i}", "c" if i < 6 else "e", 8, f"d{i // 2}") for i in range(10))
+    now, running = 50_000.0, []
+    for i, n in enumerate(nodes):
+        left = rnd.choice([8, 8, 8, 8, 5, 4])
+        while left:
+            g = min(left, rnd.choice([1, 2, 4]))
+            c = Contract(rnd.choice(["A1", "A2", "B1", None]), rnd.choice([600.0, 3600.0]),
+                         gpus_per_pod=g)
+            started = now - rnd.choice([300.0, 5000.0, 20000.0])
+            running.append(Running(Workload(f"r{i}-{left}", c, 0.0), Placement(((n.name, g),)),
+                                   started, started + c.min_runtime_s))
+            left -= g
+    pending = [Workload(f"p{k:02d}", Contract(
+        rnd.choice(["A1", "A2", "B1"]), rnd.choice([600.0, 1200.0, 3600.0, 4 * 3600.0, 7200.0]),
+        gpus_per_pod=rnd.choice([1, 1, 2, 8, 8]), pods=rnd.choice([1, 1, 2]),
+        resumable=rnd.random() < 0.5, cluster=rnd.choice([None, None, "c", "e"])), float(k))
+        for k in range(40)]
+    usage = {leaf: float(rnd.choice([0, 20_000, 100_000])) for leaf in ("A1", "A2", "B1")}
+    policy = Policy(clusters=(Cluster("c", "gpu", 6, 8, 2), Cluster("e", "gpu", 4, 8, 2)),
+                    reservations=rnd.choice([1, 2]),
+                    reservation_share=1.0, loans=True)
+    return Snapshot(nodes, tuple(running), tuple(pending), usage), Config(tree, policy), now
+
+
+def _loan_world():
+    """A drain hold on the one node with free GPUs, then three 2-GPU jobs of one leaf kept off
+    it: the first two may not borrow them (not resumable), the third may (on loan)."""
+    from engine.core.types import Running, Snapshot
+    from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
+
+    tree = BudgetTree.build([BudgetNode("root", None, 100), BudgetNode("A1", "root", 50),
+                             BudgetNode("B1", "root", 50)])
+    nodes = (NodeState("n0", "c", 8, "d0"), NodeState("n1", "c", 8, "d0"))
+    now = 50_000.0
+    running = [Running(Workload(f"r{i}", Contract("A1", 7200.0, gpus_per_pod=g), 0.0),
+                       Placement(((n, g),)), now - 60.0, now + 7000.0)
+               for i, (n, g) in enumerate([("n0", 8), ("n1", 4)])]
+    pending = [Workload("x", Contract("B1", 3600.0, gpus_per_pod=8), 0.0)] + [
+        Workload(f"p{k}", Contract("B1", m, gpus_per_pod=2, resumable=resumable), float(k))
+        for k, (m, resumable) in enumerate([(3600.0, False), (7200.0, False), (5400.0, True)], 1)]
+    policy = Policy(clusters=(Cluster("c", "gpu", 2, 8, 2),), reservations=1, loans=True)
+    return Snapshot(nodes, tuple(running), tuple(pending), {"A1": 0.0, "B1": 0.0}), \
+        Config(tree, policy), now

@@ -93,22 +93,6 @@ def pin_affinity(template_spec: Mapping[str, Any], nodes: tuple[str, ...]) -> di
         "nodeSelectorTerms": terms}}}
 
 
-def explain_annotations(status: WorkloadStatus | None, commit: str, running: bool) -> dict:
-    """The explanation annotations for a status (values as strings, None deletes)."""
-    if status is None:
-        return {}
-    out: dict[str, str | None] = {
-        marks.REASON: status.reason,
-        marks.RANK: None if status.rank is None else str(status.rank),
-        marks.METRIC: None if status.metric is None else marks.format_metric(status.metric),
-        marks.QUEUE_POSITION: None if status.queue_position is None else str(status.queue_position),
-        marks.CONFIG: commit or None,
-    }
-    if not running:
-        out[marks.LEAF] = status.leaf
-    return out
-
-
 class Applier:
     """Applies decisions through a :class:`KubeClient` (or only logs them when ``dry_run``)."""
 
@@ -235,7 +219,7 @@ class Applier:
             else (now + contract.min_runtime_s if contract.allocated else now)
         weight = billing_weight(act.placement, obs.node_cluster, config)
         template_spec = ((view.obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-        ann = explain_annotations(status, commit, running=True)
+        ann = marks.explain_annotations(status, commit, running=True)
         ann.update({
             marks.STATE: "running",
             marks.REASON: act.reason,
@@ -320,7 +304,7 @@ class Applier:
                  commit: str) -> None:
         ann = view.annotations
         running = view.kind == "running"
-        want = explain_annotations(status, commit, running)
+        want = marks.explain_annotations(status, commit, running)
         if not ann.get(marks.STATE):
             want[marks.STATE] = "pending"
         changed = {k: v for k, v in want.items() if ann.get(k) != v}

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from engine.core.types import Placement
+from engine.core.types import Placement, WorkloadStatus
 from engine.model import Principal
 
 PREFIX = "allot.dev/"
@@ -186,3 +186,19 @@ class RunRecord:
                              float(d.get("weight", 1.0)), d.get("leaf"))
         except (ValueError, KeyError, TypeError):
             return None
+
+
+def explain_annotations(status: WorkloadStatus | None, commit: str, running: bool) -> dict:
+    """The explanation annotations for a status (values as strings, None deletes)."""
+    if status is None:
+        return {}
+    out: dict[str, str | None] = {
+        REASON: status.reason,
+        RANK: None if status.rank is None else str(status.rank),
+        METRIC: None if status.metric is None else format_metric(status.metric),
+        QUEUE_POSITION: None if status.queue_position is None else str(status.queue_position),
+        CONFIG: commit or None,
+    }
+    if not running:
+        out[LEAF] = status.leaf
+    return out

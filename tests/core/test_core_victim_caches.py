@@ -148,6 +148,24 @@ def test_ok_victim_leaves_are_the_rule_among_leaves_with_victims():
     assert asked > 1000
 
 
+def _running_on(rnd: random.Random, nodes, now: float, sizes: list[int],
+                used: list[int] | None = None) -> list:
+    """Running work of leaves A1, A2, B1 and unallocated on each node, one-node jobs of
+    ``sizes`` GPUs, some past their min runtime: every GPU used, or a choice of ``used``."""
+    running = []
+    for i, n in enumerate(nodes):
+        left = rnd.choice(used) if used else 8
+        while left:
+            g = min(left, rnd.choice(sizes))
+            c = Contract(rnd.choice(["A1", "A2", "B1", None]), rnd.choice([600.0, 3600.0]),
+                         gpus_per_pod=g)
+            started = now - rnd.choice([300.0, 5000.0, 20000.0])
+            running.append(Running(Workload(f"r{i}-{left}", c, 0.0), Placement(((n.name, g),)),
+                                   started, started + c.min_runtime_s))
+            left -= g
+    return running
+
+
 def _busy_world(rnd: random.Random):
     """A full cluster of victims of every leaf, a long queue of a few shapes with many min
     runtimes (the anti-ping-pong rule then allows different leaves), and reservations."""
@@ -158,17 +176,8 @@ def _busy_world(rnd: random.Random):
         BudgetNode("root", None, 100), BudgetNode("A", "root", 60), BudgetNode("B", "root", 40),
         BudgetNode("A1", "A", 70), BudgetNode("A2", "A", 30), BudgetNode("B1", "B", 100)])
     nodes = tuple(NodeState(f"n{i}", "c", 8, f"d{i // 2}") for i in range(8))
-    now, running = 50_000.0, []
-    for i, n in enumerate(nodes):
-        left = 8
-        while left:
-            g = min(left, rnd.choice([1, 2, 4, 8]))
-            c = Contract(rnd.choice(["A1", "A2", "B1", None]), rnd.choice([600.0, 3600.0]),
-                         gpus_per_pod=g)
-            started = now - rnd.choice([300.0, 5000.0, 20000.0])
-            running.append(Running(Workload(f"r{i}-{left}", c, 0.0), Placement(((n.name, g),)),
-                                   started, started + c.min_runtime_s))
-            left -= g
+    now = 50_000.0
+    running = _running_on(rnd, nodes, now, [1, 2, 4, 8])
     pending = [Workload(f"p{k:02d}", Contract(rnd.choice(["A1", "A2", "B1"]),
                                               rnd.choice([600.0, 1200.0, 3600.0, 4 * 3600.0, 12 * 3600.0]),
                                               gpus_per_pod=rnd.choice([4, 8]),

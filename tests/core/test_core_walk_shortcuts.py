@@ -19,7 +19,7 @@ from engine.core.queue import Entry
 from engine.core.reservation import Reservation
 from engine.core.types import Contract, NodeState, Placement, Workload
 
-from .test_core_victim_caches import _busy_world
+from .test_core_victim_caches import _busy_world, _running_on
 
 
 def _fresh_kept_off(holds, e: Entry):
@@ -139,24 +139,15 @@ def _walk_world(rnd: random.Random):
     """Two clusters with a few GPUs free here and there, and a queue where each leaf's small
     jobs (admitted on them) come between its whole-node jobs of many min runtimes (kept off
     the reservations), with loans (``_busy_world``: without)."""
-    from engine.core.types import Running, Snapshot
+    from engine.core.types import Snapshot
     from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
 
     tree = BudgetTree.build([
         BudgetNode("root", None, 100), BudgetNode("A", "root", 60), BudgetNode("B", "root", 40),
         BudgetNode("A1", "A", 70), BudgetNode("A2", "A", 30), BudgetNode("B1", "B", 100)])
     nodes = tuple(NodeState(f"n{i}", "c" if i < 6 else "e", 8, f"d{i // 2}") for i in range(10))
-    now, running = 50_000.0, []
-    for i, n in enumerate(nodes):
-        left = rnd.choice([8, 8, 8, 8, 5, 4])
-        while left:
-            g = min(left, rnd.choice([1, 2, 4]))
-            c = Contract(rnd.choice(["A1", "A2", "B1", None]), rnd.choice([600.0, 3600.0]),
-                         gpus_per_pod=g)
-            started = now - rnd.choice([300.0, 5000.0, 20000.0])
-            running.append(Running(Workload(f"r{i}-{left}", c, 0.0), Placement(((n.name, g),)),
-                                   started, started + c.min_runtime_s))
-            left -= g
+    now = 50_000.0
+    running = _running_on(rnd, nodes, now, [1, 2, 4], used=[8, 8, 8, 8, 5, 4])
     pending = [Workload(f"p{k:02d}", Contract(
         rnd.choice(["A1", "A2", "B1"]), rnd.choice([600.0, 1200.0, 3600.0, 4 * 3600.0, 7200.0]),
         gpus_per_pod=rnd.choice([1, 1, 2, 8, 8]), pods=rnd.choice([1, 1, 2]),

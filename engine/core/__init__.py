@@ -8,9 +8,9 @@ preemptible skips all searches; a workload alike an earlier one (leaf, debug, sh
 min runtime, resumable) with nothing admitted or reserved since gets that one's outcome, and
 so does one alike but for its min runtime, when that one was kept off reservations before any
 search and as many timed reservations start before its protection ends
-(:mod:`engine.core.walk_memo`); a placement skips a cluster with no node that has a pod's GPUs free; failed placements and
-searches are remembered until a preemption (:mod:`engine.core.walk_memo`), and a search is
-skipped when free GPUs plus every victim ranked below could not make room
+(:mod:`engine.core.walk_memo`); a placement skips a cluster with no node that has a pod's GPUs
+free; failed placements and searches are remembered until a preemption (the same module), and
+a search is skipped when free GPUs plus every victim ranked below could not make room
 (:mod:`engine.core.ranksums`) or one that covers it failed; the anti-ping-pong rule is asked
 only about leaves with victims, not at all when none ranks below, nor, for work kept off by
 reservations once no more can be made, when no node or node group could make room with every

@@ -43,7 +43,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from engine.core.drain import drain
-from engine.core.explain import StatusMap, leaf_text, placement_text, preempt_reason
+from engine.core.explain import LazyMap, StatusMap, leaf_text, placement_text, preempt_reason
 from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility
@@ -55,7 +55,7 @@ from engine.core.queue import Entry, build_queue, near_numbers, queue_shapes
 from engine.core.releases import Releases
 from engine.core.reservation import NOT_KEPT, Holds, reservation_for
 from engine.core.running_facts import RunningFacts
-from engine.core.statuses import PassView, pending_status, running_status
+from engine.core.statuses import PassView, pending_status, running_status, waiting_causes
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
 from engine.core.victim_cache import VictimCache
@@ -396,4 +396,5 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
         index.update({r.workload.id: (running_status, view, r, evictions) for r in snapshot.running})
         return index
 
-    return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks)
+    return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks,
+                    waiting=LazyMap(lambda: waiting_causes(view, kept, outcome)))

@@ -57,6 +57,34 @@ class StatusMap(Mapping[str, WorkloadStatus]):
         return f"StatusMap({len(self)} workloads)"
 
 
+class LazyMap(Mapping[str, str]):
+    """Read-only mapping made by ``make()`` on first use (``Decision.waiting``: a shell that
+    does not read it never pays for it)."""
+
+    def __init__(self, make: Callable[[], dict[str, str]]):
+        self._make: Callable[[], dict[str, str]] | None = make
+        self._map: dict[str, str] = {}
+
+    @property
+    def _items(self) -> dict[str, str]:
+        if self._make is not None:
+            self._map, self._make = self._make(), None
+        return self._map
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def plain(self) -> Mapping[str, str]:
+        """The built dict itself, for fast lookups (read it, never change it)."""
+        return self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 def when(t: float, now: float) -> str:
     """``t=1234 (in 1h20m)`` / ``(20m ago)``: absolute time on the shell's clock and distance."""
     if not math.isfinite(t):

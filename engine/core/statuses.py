@@ -5,7 +5,7 @@ decision pass (:mod:`engine.core.decide`) recorded. Built lazily (see
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, TypedDict
+from typing import Mapping, Protocol, Sequence, TypedDict
 
 from engine.core.explain import leaf_text, placement_text, shape_text, when
 from engine.core.ranksums import RankSums
@@ -95,9 +95,7 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
     """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
     past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
     what the leaf's running work adds over the workload's min runtime (GPU-s)."""
-    assert e.rank is not None  # only work charged to a leaf searches for victims (decide's step)
-    rank = 0 if e.debug else e.rank
-    blocked = tuple(x for x in blocked if p.ranks[x].rank > rank)
+    blocked = _ranked_below(p, e, blocked)
     if blocked:
         extra, m = charge
         shown = ", ".join(blocked[:5]) + (", ..." if len(blocked) > 5 else "")
@@ -106,12 +104,57 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
                 f"({format_duration(m)}) budget {e.leaf} would be charged {extra / 3600:.1f} GPU-h "
                 f"for it plus {running / 3600:.1f} GPU-h for its running work, and would no "
                 f"longer rank above them")
-    if p.below.above(rank):
+    assert e.rank is not None  # (as _ranked_below asserts)
+    if p.below.above(0 if e.debug else e.rank):
         return ("preempting all unallocated work and all work past its min runtime would not make "
                 "room" if e.debug else "preempting all lower-ranked or unallocated work past its "
                 "min runtime would not make room")
     return ("no work past its min runtime to preempt" if e.debug else
             "no lower-ranked work past its min runtime to preempt")
+
+
+def _ranked_below(p: PassView, e: Entry, leaves: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``leaves`` ranked below ``e`` (every leaf for a debug workload)."""
+    assert e.rank is not None  # only work charged to a leaf searches for victims (decide's step)
+    rank = 0 if e.debug else e.rank
+    return tuple(x for x in leaves if p.ranks[x].rank > rank)
+
+
+# the words of :func:`waiting_causes`, in the order a report shows them
+WAIT_CAUSES = ("no-room", "pingpong", "kept-off", "reserved", "holding", "no-reservation",
+               "free-work")
+
+
+def waiting_causes(p: PassView, entries: Sequence[Entry],
+                   outcome: Sequence[tuple[str, object, int]]) -> dict[str, str]:
+    """Pending workload id -> why it still waits after the pass, in one word: the kind of its
+    status's reason. ``no-room``: no free GPUs fit it, and preempting all the work it may
+    preempt would not make room (or nothing is preemptible); ``pingpong``: lower-ranked work
+    past its min runtime would, but the anti-ping-pong rule forbids it; ``kept-off``: kept off
+    the nodes reserved for better-ranked work; ``reserved``: it holds a timed reservation;
+    ``holding``: it holds nodes as a drain hold; ``no-reservation``: no room, and no running
+    work it may preempt ever frees enough GPUs for a reservation; ``free-work``: unallocated
+    work, which only takes idle GPUs. Admitted workloads are not in it; rejected ones neither."""
+    causes: dict[str, str] = {}
+    for e, (kind, detail, _) in zip(entries, outcome):
+        if kind == "admitted":
+            continue
+        wid = e.workload.id
+        if kind == "holder":
+            res = p.holds.of(wid)
+            cause = "holding" if res is not None and res.hold else "reserved"
+        elif kind == "reserved-out":
+            cause = "kept-off"
+        elif kind == "unreservable":
+            cause = "no-reservation"
+        elif e.leaf is None:
+            cause = "free-work"
+        elif isinstance(detail, tuple) and _ranked_below(p, e, detail[1]):
+            cause = "pingpong"
+        else:
+            cause = "no-room"
+        causes[wid] = cause
+    return causes
 
 
 def kept_off(p: PassView, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -> str:

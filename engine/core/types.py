@@ -227,3 +227,6 @@ class Decision:
     actions: tuple[Action, ...]
     statuses: Mapping[str, WorkloadStatus]
     ranks: Mapping[str, LeafRank]
+    # pending workload id -> why it still waits, in one word
+    # (:func:`engine.core.statuses.waiting_causes`; a baseline scheduler gives none)
+    waiting: Mapping[str, str] = field(default_factory=dict)

@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     config, trace = build_experiment_inputs(args)
     progress = Progress(args.progress or sys.stderr.isatty())
     exp = run_experiment(config, trace, ["budget", *baselines], seed=args.seed,
-                         options=SimOptions(cadence=args.cadence), progress=progress)
+                         options=SimOptions(cadence=args.cadence, causes=True), progress=progress)
     paths = write_report(exp, args.out, pictures=not args.no_pictures)
     summary = exp.summary()
     if args.format == "json":

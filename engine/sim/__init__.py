@@ -49,9 +49,11 @@ Running (``engine.sim.engine``, ``engine.sim.experiment``)::
         # trace must be prepared (every task has min_runtime and resumable set).
         # progress: callable(sim_now, horizon) or None.
     SimOptions(checkpoint_loss_s=300, restart_overhead_s=120, cadence="watch"|"interval"|"event",
-               wall_limit_s=None)
+               wall_limit_s=None, causes=False)
         # watch (default): passes as the reconciler runs them (engine.sim.engine docstring)
         # wall_limit_s (benchmarks): stop after that many wall seconds, horizon = where it got
+        # causes: count why pending work waits, per team and cause (engine.sim.causes):
+        #   SimResult.waiting, summary teams.<team>.waiting_gpu_h, the report's "Why work waited"
     run_experiment(config, trace, schedulers=("budget", "legacy"), seed=0, ...) -> Experiment
         # Experiment.results: dict[name, SimResult]; .summary() -> dict (stable keys)
     write_report(experiment, outdir, pictures=True) -> list[Path]

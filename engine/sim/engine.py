@@ -58,6 +58,7 @@ from engine.core.types import NodeState, Running, Snapshot, Workload
 from engine.model import Config
 from engine.sim.apply import (COMPLETE, EXPIRE, FAIL, PASS, REPAIR, SUBMIT, Applier,
                               TaskRun, workload_of)
+from engine.sim.causes import WaitCauses
 from engine.sim.charging import Charges
 from engine.sim.idle import IdleMeter
 from engine.sim.options import SimOptions
@@ -132,6 +133,8 @@ class _Sim(Applier):
         self.charged_before: dict[str, float] = {}
         self.preempt_log: list[tuple[float, float]] = []  # (time, GPU-seconds lost)
         self.truncated = False  # stopped by SimOptions.wall_limit_s
+        self.causes = (WaitCauses(self.measure_from, self.interval) if options.causes
+                       else None)
 
     # ------------------------------------------------------------------ events
 
@@ -190,11 +193,15 @@ class _Sim(Applier):
                 if nxt < self.horizon:
                     self.horizon, self.truncated = nxt, True
                     self.measure_from = min(self.measure_from, nxt)
+                    if self.causes is not None:
+                        self.causes.measure_from = self.measure_from
                 break
         if not self.measuring:
             self.start_measuring()
         meter.advance(self.horizon)
         self.charges.charge_until(self.horizon)
+        if self.causes is not None:
+            self.causes.until(self.horizon)
         for st in self.tasks.values():
             if st.state == "running":
                 self.close(st, self.horizon, preempted=False)
@@ -293,6 +300,8 @@ class _Sim(Applier):
         self.decide_s += _time.perf_counter() - t0
         self.decide_calls += 1
         requeued = self.apply(decision.actions, now)
+        if self.causes is not None:
+            self.causes.after_pass(now, snap.pending, decision)
         watch = self.opt.cadence != "interval"
         if requeued and watch and self.at_instant < MAX_FOLLOWUPS:
             self.dirty = True  # the requeued work is pending in the next snapshot: pass again
@@ -329,7 +338,8 @@ class _Sim(Applier):
                          self.segments, self.events, fails, self.charges.charged, self.decide_calls,
                          self.nevents, wall, self.decide_s, idle=self.meter.summary(),
                          measure_from=self.measure_from, charged_before=self.charged_before,
-                         preempt_log=self.preempt_log, truncated=self.truncated)
+                         preempt_log=self.preempt_log, truncated=self.truncated,
+                         waiting=self.causes.gpu_s if self.causes is not None else {})
 
 
 @contextmanager

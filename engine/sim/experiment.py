@@ -50,7 +50,7 @@ class Experiment:
             "seed": self.seed,
             "options": {"checkpoint_loss_s": self.options.checkpoint_loss_s,
                         "restart_overhead_s": self.options.restart_overhead_s,
-                        "cadence": self.options.cadence},
+                        "cadence": self.options.cadence, "causes": self.options.causes},
             "schedulers": list(self.results),
         }
 

@@ -14,6 +14,10 @@
   demand; **delivered** is the GPU-time the team's work ran (allocated or free). A team has
   *enough demand* when its demand reached its nominal share of capacity in at least half of the
   hours; ``teams_at_95`` counts those teams delivered at least 95% of their entitlement.
+* **Why work waited** (``teams.<team>.waiting_gpu_h``, with ``SimOptions.causes``,
+  :mod:`engine.sim.causes`): GPU-hours the team's pending work waited, per cause its status
+  gave after each pass (``no-room``, ``pingpong``, ``kept-off``, ``reserved``, ``holding``,
+  ``no-reservation``, ``free-work``); empty for a baseline or when not collected.
 * **Idle GPU-time by cause** (``idle``, measured by the loop, :mod:`engine.sim.idle`): the
   capacity's GPU-hours split into ``busy`` (healthy GPUs running work), ``no_work``,
   ``fragmentation``, ``lag``, ``reserved`` (idle healthy GPUs, by why) and ``unhealthy`` (nodes
@@ -192,6 +196,7 @@ def compute_metrics(result) -> Metrics:
     before = getattr(result, "charged_before", None) or {}
     charged = {leaf: c - before.get(leaf, 0.0) for leaf, c in result.charged.items()}
     teams: dict[str, Any] = {}
+    waiting = getattr(result, "waiting", None) or {}  # team -> cause -> GPU-s (engine.sim.causes)
     ok = enough_n = 0
     worst: float | None = None
     ent_total = deliv_capped = 0.0
@@ -204,7 +209,9 @@ def compute_metrics(result) -> Metrics:
         teams[leaf] = {"share": _r(share, 6), "demand_gpu_h": _r(demand_h[leaf].sum(), 2),
                        "entitled_gpu_h": _r(ent, 2), "delivered_gpu_h": _r(dlv, 2),
                        "charged_gpu_h": _r(charged.get(leaf, 0.0) / 3600.0, 2),
-                       "ratio": None if ratio is None else _r(ratio), "enough_demand": enough}
+                       "ratio": None if ratio is None else _r(ratio), "enough_demand": enough,
+                       "waiting_gpu_h": {cause: _r(gpu_s / 3600.0, 2) for cause, gpu_s
+                                         in sorted(waiting.get(leaf, {}).items())}}
         ent_total += ent
         deliv_capped += min(dlv, ent)
         if enough and ratio is not None:

@@ -23,6 +23,9 @@ class SimOptions:
     # benchmarks only: stop after this many wall-clock seconds, the horizon cut to the
     # instant reached (``SimResult.truncated``); a cut run is not reproducible
     wall_limit_s: float | None = None
+    # count why pending work waits, per team and cause (:mod:`engine.sim.causes`; costs a
+    # little per pass, so off unless asked: ``allot simulate`` asks)
+    causes: bool = False
 
     def __post_init__(self) -> None:
         if self.cadence not in CADENCES:

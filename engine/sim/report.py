@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.core.statuses import WAIT_CAUSES
 from engine.durations import approx_duration
 from engine.sim.experiment import Experiment
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waits
@@ -119,12 +120,18 @@ def markdown(summary: dict[str, Any]) -> str:
         mark = "*" if t["enough_demand"] else ""
         out.append(f"| {leaf}{mark} | {pct(t['share'])} | {t['entitled_gpu_h']:.0f} | "
                    + " | ".join(cells) + " | " + " | ".join(waits) + " |")
+    out += _waiting_table(summary, names)
     out += ["", "## How to read it", "",
             "- **Queue wait** is submission to first start; tasks never started count with their "
             "wait so far at the horizon (`never started`), so percentiles are lower bounds then.",
             "- **debug**: funded, at most the policy's debug GPUs and min runtime; **large**: gangs "
             "of 64 GPUs or more; **small**: the rest.",
             "- **Occupancy** counts healthy GPUs only; **unallocated share** is free, uncharged work.",
+            "- **Why work waited**: *no-room* (preempting all the work it may preempt would not make "
+            "room), *pingpong* (lower-ranked work would, but the anti-ping-pong rule forbids it), "
+            "*kept-off* (kept off nodes reserved for better-ranked work), *reserved* / *holding* "
+            "(it holds a timed reservation / a drain hold), *no-reservation* (no running work it "
+            "may preempt ever frees enough GPUs), *free-work* (unallocated work waits for idle GPUs).",
             "- **Idle** rows split capacity that did no work, as shares of all GPU-time: *scheduling "
             "lag* (pending work would fit but no pass has run since the GPUs came free), *held by "
             "a reservation* (pending work would fit and the last pass kept it off: GPUs kept for a "
@@ -170,3 +177,24 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True) -> 
         paths.append(plot_usage(results, out / "usage.png"))
         paths.append(plot_waits(results, out / "waits.png"))
     return paths
+
+
+def _waiting_table(summary: dict, names: list[str]) -> list[str]:
+    """"Why work waited": per scheduler that gave causes (the budget scheduler, with
+    ``SimOptions.causes``), GPU-hours waited per team and cause; nothing when none did."""
+    out: list[str] = []
+    for n in names:
+        teams = summary["schedulers"][n]["teams"]
+        rows = {leaf: t["waiting_gpu_h"] for leaf, t in teams.items() if t.get("waiting_gpu_h")}
+        if not rows:
+            continue
+        causes = [c for c in WAIT_CAUSES if any(c in r for r in rows.values())]
+        out += ["", f"## Why work waited ({n})", "",
+                "GPU-hours of pending work by the cause its status gave after each pass "
+                "(see How to read it).", "",
+                "| team | " + " | ".join(causes) + " | total |", "|---|" + "---|" * (len(causes) + 1)]
+        for leaf, r in rows.items():
+            mark = "*" if teams[leaf]["enough_demand"] else ""
+            out.append(f"| {leaf}{mark} | " + " | ".join(f"{r.get(c, 0.0):.0f}" for c in causes)
+                       + f" | {sum(r.values()):.0f} |")
+    return out

@@ -92,6 +92,8 @@ class SimResult:
     charged_before: dict[str, float] = field(default_factory=dict)  # charged during the warm-up
     preempt_log: list[tuple[float, float]] = field(default_factory=list)  # (time, GPU-s lost)
     truncated: bool = False  # stopped early by SimOptions.wall_limit_s (horizon = where it got)
+    # team -> cause -> GPU-seconds waited (engine.sim.causes; empty unless SimOptions.causes)
+    waiting: dict[str, dict[str, float]] = field(default_factory=dict)
     _metrics: Any = field(default=None, repr=False)
 
     def metrics(self):  # -> engine.sim.metrics.Metrics

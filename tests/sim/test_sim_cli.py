@@ -32,7 +32,15 @@ def test_simulate_json_summary_and_report(tmp_path, capsys):
     assert doc["schedulers"]["budget"]["tasks"]["submitted"] == 40
     assert doc["schedulers"]["budget"]["drain"]["failures"] == 1
     assert json.loads((out / "summary.json").read_text()) == doc
-    assert "| p90 queue wait, debug |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| p90 queue wait, debug |" in report
+    # why work waited: collected for the budget scheduler, in the summary and the report
+    assert doc["experiment"]["options"]["causes"] is True
+    waited = {leaf: t["waiting_gpu_h"] for leaf, t in doc["schedulers"]["budget"]["teams"].items()
+              if t["waiting_gpu_h"]}
+    assert waited and all(h > 0 for causes in waited.values() for h in causes.values())
+    assert all(not t["waiting_gpu_h"] for t in doc["schedulers"]["legacy"]["teams"].values())
+    assert "## Why work waited (budget)" in report and "## Why work waited (legacy)" not in report
 
 
 def test_simulate_text_table_with_derived_tree(tmp_path, capsys):

@@ -11,6 +11,11 @@ One node of 4 GPUs, leaves a and b at 50% each, passes on the 60 s grid, checkpo
   Charged: a = 4 x (3600 + 4020) GPU-s, b = 4 x 1800 GPU-s.
 * Legacy: caps are 2 GPUs each, so both run preemptible on idle GPUs only; B1 waits for A1
   to finish at 7200 (wait 6600 s), nothing is preempted.
+* Why work waited (``SimOptions.causes``, read once per 60 s interval): B1 holds a timed
+  reservation from 600 to 3600 (A1 releases its GPUs then): b, ``reserved``, 4 x 3000 GPU-s.
+  A1, requeued at 3600, counts from the next reading at 3660 until it starts at 5400; a ranks
+  below b, so nothing running is preemptible for it and it holds the node as a drain hold:
+  a, ``holding``, 4 x 1740 GPU-s. The legacy scheduler gives no causes.
 """
 
 from __future__ import annotations
@@ -42,6 +47,20 @@ def test_budget_scheduler_golden():
     assert s["gpu_hours"]["lost_to_preemption"] == pytest.approx(1200 / 3600, abs=1e-2)
     assert s["gpu_hours"]["charged"] == pytest.approx((30480 + 7200) / 3600, abs=1e-2)
     assert s["waits"]["overall"]["p50_s"] == 1500.0
+
+
+def test_why_work_waited_golden():
+    from engine.sim.engine import SimOptions
+
+    for cadence in ("watch", "interval"):
+        options = SimOptions(cadence=cadence, causes=True)
+        res = simulate(tiny_config(), TRACE, "budget", options=options)
+        assert res.waiting == {"b": {"reserved": 4 * 3000.0}, "a": {"holding": 4 * 1740.0}}
+        teams = res.summary()["teams"]
+        assert teams["b"]["waiting_gpu_h"] == {"reserved": 3.33}
+        assert teams["a"]["waiting_gpu_h"] == {"holding": 1.93}
+        assert simulate(tiny_config(), TRACE, "legacy", options=options).waiting == {}
+    assert simulate(tiny_config(), TRACE, "budget").waiting == {}  # not asked
 
 
 def test_legacy_baseline_golden():

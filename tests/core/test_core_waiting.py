@@ -24,7 +24,7 @@ SAYS = {
     "kept-off": ("reserved for", "held for"),
     "no-reservation": ("no reservation:",),
     "pingpong": ("the anti-ping-pong rule forbids preempting it",),
-    "free-work": ("unallocated work only runs on idle GPUs",),
+    "free-work": ("unallocated work only runs on idle GPUs", "unallocated (free, never charged"),
     "no-room": ("would not make room", "to preempt", "nothing preemptible"),
 }
 

@@ -5,8 +5,9 @@ why each workload still waits (``Decision.waiting``,
 :func:`engine.core.statuses.waiting_causes`: no room even with every victim it may take, the
 anti-ping-pong rule, kept off reservations, holding a timed reservation or a drain hold, no
 reservation possible, free work). The workload waits for that cause until the next reading,
-so its GPUs times that time add to its team's (its budget's) count for the cause; only time
-in the measured window counts (after a warm-up). A baseline scheduler gives no causes: its
+so its GPUs times that time add to its team's count for the cause (its trace leaf, which its
+contract requests whether funded or not, as the metrics count teams); only time in the
+measured window counts (after a warm-up). A baseline scheduler gives no causes: its
 counts stay empty.
 
 Reading ``Decision.waiting`` makes the decision work out every pending workload's cause,
@@ -23,8 +24,7 @@ from typing import Iterable, Sequence
 
 from engine.core.explain import LazyMap
 from engine.core.types import Action, Admit, Decision, Workload
-
-NO_BUDGET = "(none)"  # the team of work with no budget
+from engine.sim.metrics import NO_LEAF
 
 
 class WaitCauses:
@@ -46,7 +46,7 @@ class WaitCauses:
             self._next = now + self.every
             waiting = decision.waiting
             get = (waiting.plain() if isinstance(waiting, LazyMap) else waiting).get
-            self._of = {w.id: (w.contract.budget or NO_BUDGET, cause, w.contract.gpus)
+            self._of = {w.id: (w.contract.requested_budget or NO_LEAF, cause, w.contract.gpus)
                         for w in pending if (cause := get(w.id)) is not None}
             sums: dict[tuple[str, str], int] = {}
             for team, cause, gpus in self._of.values():

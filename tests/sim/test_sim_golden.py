@@ -63,6 +63,21 @@ def test_why_work_waited_golden():
     assert simulate(tiny_config(), TRACE, "budget").waiting == {}  # not asked
 
 
+def test_free_work_waits_as_its_team_s_free_work():
+    """Unfunded work of leaf a waits behind b's protected job: a's ``free-work`` (its team is
+    the leaf it requests, as in the metrics), 4 GPUs from the pass at 60 (the first on the 60 s
+    grid after its submission at 30) until it starts at 600."""
+    from engine.sim.engine import SimOptions
+
+    trace = Trace.of([
+        Task("paid", 0.0, 1, 4, 600.0, "y", leaf="b", min_runtime=600.0, resumable=False, klass="small"),
+        Task("free", 30.0, 1, 4, 600.0, "x", leaf="a", min_runtime=0.0, resumable=False, klass="small"),
+    ], meta={"horizon": 3600.0})
+    res = simulate(tiny_config(), trace, "budget", options=SimOptions(cadence="interval", causes=True))
+    assert res.tasks["free"].wait == 600.0 - 30.0
+    assert res.waiting == {"a": {"free-work": 4 * (600.0 - 60.0)}}
+
+
 def test_legacy_baseline_golden():
     res = simulate(tiny_config(), TRACE, "legacy")
     a, b = res.tasks["A1"], res.tasks["B1"]

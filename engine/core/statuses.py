@@ -95,7 +95,8 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
     """Why no victim set was found: ``blocked`` lists the lower-ranked leaves whose work
     past its min runtime the anti-ping-pong rule excluded at the search; ``running`` is
     what the leaf's running work adds over the workload's min runtime (GPU-s)."""
-    blocked = _ranked_below(p, e, blocked)
+    rank = _search_rank(e)
+    blocked = _ranked_below(p, rank, blocked)
     if blocked:
         extra, m = charge
         shown = ", ".join(blocked[:5]) + (", ..." if len(blocked) > 5 else "")
@@ -104,8 +105,7 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
                 f"({format_duration(m)}) budget {e.leaf} would be charged {extra / 3600:.1f} GPU-h "
                 f"for it plus {running / 3600:.1f} GPU-h for its running work, and would no "
                 f"longer rank above them")
-    assert e.rank is not None  # (as _ranked_below asserts)
-    if p.below.above(0 if e.debug else e.rank):
+    if p.below.above(rank):
         return ("preempting all unallocated work and all work past its min runtime would not make "
                 "room" if e.debug else "preempting all lower-ranked or unallocated work past its "
                 "min runtime would not make room")
@@ -113,10 +113,15 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
             "no lower-ranked work past its min runtime to preempt")
 
 
-def _ranked_below(p: PassView, e: Entry, leaves: tuple[str, ...]) -> tuple[str, ...]:
-    """The ``leaves`` ranked below ``e`` (every leaf for a debug workload)."""
+def _search_rank(e: Entry) -> int:
+    """The rank ``e`` searched for victims at: its leaf's, 0 for a debug workload (it outranks
+    every leaf)."""
     assert e.rank is not None  # only work charged to a leaf searches for victims (decide's step)
-    rank = 0 if e.debug else e.rank
+    return 0 if e.debug else e.rank
+
+
+def _ranked_below(p: PassView, rank: int, leaves: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``leaves`` ranked below ``rank``."""
     return tuple(x for x in leaves if p.ranks[x].rank > rank)
 
 
@@ -149,7 +154,7 @@ def waiting_causes(p: PassView, entries: Sequence[Entry],
             cause = "no-reservation"
         elif e.leaf is None:
             cause = "free-work"
-        elif isinstance(detail, tuple) and _ranked_below(p, e, detail[1]):
+        elif isinstance(detail, tuple) and _ranked_below(p, _search_rank(e), detail[1]):
             cause = "pingpong"
         else:
             cause = "no-room"

@@ -24,7 +24,8 @@ so the trace is prepared once per side from the *same* owner-to-leaf mapping:
 Both runs use the budget scheduler (``engine.core.decide``) and the same seed. Teams are the
 leaves of either tree; a team's "delivered" is the GPU-hours its jobs ran (funded or free)
 and "entitled" its allocation capped hour by hour by its demand, both as
-:mod:`engine.sim.metrics` computes them. The two runs are independent and deterministic, so
+:mod:`engine.sim.metrics` computes them; its "waiting" is the GPU-hours its pending work
+waited per cause (:mod:`engine.sim.causes`, collected in both runs). The two runs are independent and deterministic, so
 they run in two forked processes when the machine has two cores
 (:func:`engine.impact.runs.simulate_all`). Gainers/losers are teams whose delivered GPU-hours
 moved by at least ``MIN_CHANGE_GPU_H``, sorted by the size of the move.
@@ -33,8 +34,8 @@ moved by at least ``MIN_CHANGE_GPU_H``, sorted by the size of the move.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from engine.impact.runs import Progress, RunOutcome, simulate_all
 from engine.model import Config
@@ -81,6 +82,9 @@ class TeamImpact:
     wait_p50: Pair  # seconds, the team's queue waits
     wait_p90: Pair
     preemptions: Pair
+    # cause -> GPU-hours its pending work waited for it (engine.sim.causes), for every cause
+    # some team waited for in either run: 0.0 where this team did not, None on a side without it
+    waiting: Mapping[str, Pair] = field(default_factory=dict)
 
     @property
     def change(self) -> float:
@@ -127,7 +131,8 @@ class ReplayImpact:
             "overall": {k: pair(v) for k, v in self.overall.items()},
             "teams": [{"team": t.team, "change_gpu_h": t.change, "delivered_gpu_h": pair(t.delivered),
                        "entitled_gpu_h": pair(t.entitled), "wait_p50_s": pair(t.wait_p50),
-                       "wait_p90_s": pair(t.wait_p90), "preemptions": pair(t.preemptions)}
+                       "wait_p90_s": pair(t.wait_p90), "preemptions": pair(t.preemptions),
+                       "waiting_gpu_h": {c: pair(p) for c, p in t.waiting.items()}}
                       for t in self.teams],
             "gainers": [t.team for t in self.gainers],
             "losers": [t.team for t in self.losers],
@@ -284,6 +289,7 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
     sb, sh = base.summary, head.summary
     pre_b, pre_h = base.preemptions, head.preemptions
     teams = []
+    causes = _causes(sb, sh)
     for team in sorted(set(sb["teams"]) | set(sh["teams"])):
         tb, th = sb["teams"].get(team), sh["teams"].get(team)
         wb, wh = sb["waits"]["by_team"].get(team, {}), sh["waits"]["by_team"].get(team, {})
@@ -293,7 +299,8 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
             entitled=Pair(_get(tb, "entitled_gpu_h"), _get(th, "entitled_gpu_h")),
             wait_p50=Pair(wb.get("p50_s"), wh.get("p50_s")),
             wait_p90=Pair(wb.get("p90_s"), wh.get("p90_s")),
-            preemptions=Pair(pre_b.get(team, 0) if tb else None, pre_h.get(team, 0) if th else None)))
+            preemptions=Pair(pre_b.get(team, 0) if tb else None, pre_h.get(team, 0) if th else None),
+            waiting=_waiting(tb, th, causes)))
     teams.sort(key=lambda t: (-t.change, t.team))
     classes = []
     for klass in sb["waits"]["by_class"]:
@@ -330,3 +337,22 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
 
 def _get(team: Mapping[str, Any] | None, key: str) -> float | None:
     return None if team is None else team.get(key)
+
+
+def _waiting(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+             causes: Sequence[str]) -> dict[str, Pair]:
+    """Cause -> GPU-hours waited before/after for each of ``causes``: 0.0 where a side that
+    has the team gave none of it, ``None`` where the side has no such team."""
+    wb = (before or {}).get("waiting_gpu_h") or {}
+    wa = (after or {}).get("waiting_gpu_h") or {}
+    return {c: Pair(None if before is None else wb.get(c, 0.0),
+                    None if after is None else wa.get(c, 0.0)) for c in causes}
+
+
+def _causes(*summaries: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every cause some team waited for in either run, in :data:`WAIT_CAUSES` order (none when
+    the runs collected no causes)."""
+    from engine.core.statuses import WAIT_CAUSES
+
+    given = {c for s in summaries for t in s["teams"].values() for c in t.get("waiting_gpu_h") or ()}
+    return tuple(c for c in WAIT_CAUSES if c in given)

@@ -11,7 +11,8 @@ report stays well under ``MAX_MARKDOWN`` by capping every table at ``MAX_ROWS`` 
 3. cluster-wide figures before -> after (occupancy, preemptions, debug and overall waits);
 4. ``<details>`` folds: tree changes (leaves with share of parent, effective share and GPUs
    per cluster; added / removed / moved nodes; owners; principals), policy changes, waits per
-   class, waits and deliveries per team, and how the replay was made.
+   class, waits and deliveries per team, why each team's work waited (GPU-hours per cause,
+   from the replays' decisions), and how the replay was made.
 
 An invalid head (or base) gives :func:`error_markdown` instead: the ``file:line:column``
 problems in a code block, which is what the CI comment then shows.
@@ -261,6 +262,9 @@ def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
               arrow(_duration(t.wait_p90.before), _duration(t.wait_p90.after)),
               arrow(_count(t.preemptions.before), _count(t.preemptions.after)))
              for t in sorted(replay.teams, key=lambda t: (-abs(t.change), t.team))))))
+        waited = _waiting_table(replay)
+        if waited:
+            out.append(_fold("Why work waited (GPU-h of pending work per cause)", waited))
         method = [f"- trace `{replay.trace}`, {replay.tasks:,} jobs over "
                   f"{_duration(replay.horizon_s)}; capacity "
                   f"{arrow(_count(replay.capacity_gpus.before), _count(replay.capacity_gpus.after))} GPUs",
@@ -272,6 +276,35 @@ def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
         method += [f"- note: {n}" for n in replay.notes]
         out.append(_fold("How this was computed", "\n".join(method)))
     return out
+
+
+def _waiting_table(replay: ReplayImpact) -> str | None:
+    """GPU-hours each team's pending work waited per cause, before -> after, for the teams
+    whose work waited on either side, the largest change of the total first; ``None`` when no
+    work waited (or the runs gave no causes)."""
+    teams = [t for t in replay.teams
+             if any((p.before or 0.0) >= 0.05 or (p.after or 0.0) >= 0.05 for p in t.waiting.values())]
+    if not teams:
+        return None
+    causes = list(teams[0].waiting)  # every team has the same causes (compare)
+
+    def total(t: TeamImpact, side: str) -> float | None:
+        values = [getattr(p, side) for p in t.waiting.values()]
+        return None if None in values else sum(values)
+
+    def moved(t: TeamImpact) -> float:
+        return (total(t, "after") or 0.0) - (total(t, "before") or 0.0)
+
+    rows = [(t.team, *(arrow(gpu_h(t.waiting[c].before), gpu_h(t.waiting[c].after)) for c in causes),
+             arrow(gpu_h(total(t, "before")), gpu_h(total(t, "after"))))
+            for t in sorted(teams, key=lambda t: (-abs(moved(t)), t.team))]
+    intro = ("GPU-hours each team's jobs waited in the queue, by the cause their status gave "
+             "(read once per scheduling interval, as in `allot simulate`'s report): *no-room* "
+             "(no room even preempting all it may), *pingpong* (the anti-ping-pong rule forbade "
+             "it), *kept-off* (nodes reserved for better-ranked work), *reserved* / *holding* "
+             "(it held a timed reservation / a drain hold), *no-reservation*, *free-work* "
+             "(unfunded work waiting for idle GPUs).")
+    return intro + "\n\n" + _table(("team", *causes, "total"), rows)
 
 
 def _count(value: float | None) -> str:

@@ -1,7 +1,8 @@
 """Run the impact replays: one simulation reduced to plain data, several in forked processes.
 
 :func:`outcome_of` runs one replay through the simulator (budget scheduler) and keeps only
-what the comparison (:func:`engine.impact.replay.compare`) reads: the stable summary,
+what the comparison (:func:`engine.impact.replay.compare`) reads: the stable summary (with
+why work waited: the runs collect causes, :mod:`engine.sim.causes`),
 preemptions per team, jobs, horizon and capacity, a :class:`RunOutcome` small enough to
 cross a process boundary. :func:`simulate_all` runs several: in one forked worker process
 each when the machine has more than one core and the platform can fork (the inputs reach
@@ -44,8 +45,8 @@ def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch",
     from engine.sim.engine import SimOptions, simulate
     from engine.sim.prepare import capacity
 
-    result = simulate(config, trace, "budget", seed=seed, options=SimOptions(cadence=cadence),
-                      progress=progress)
+    result = simulate(config, trace, "budget", seed=seed,
+                      options=SimOptions(cadence=cadence, causes=True), progress=progress)
     return RunOutcome(result.summary(), _preemptions_by_team(result), len(trace.tasks),
                       result.horizon, capacity(config))
 

@@ -11,11 +11,12 @@ measured window counts (after a warm-up). A baseline scheduler gives no causes: 
 counts stay empty.
 
 Reading ``Decision.waiting`` makes the decision work out every pending workload's cause,
-which costs about a third of a busy pass, so causes are read at most once per policy
-scheduling interval (60 s as shipped; every pass of the ``interval`` cadence). Between
+which costs about a tenth of a busy pass (0.36 of 3.4 ms with 900 workloads waiting; 0.9 of
+8.5 ms with 2,100), so causes are read at most once per policy scheduling interval (60 s as shipped; every pass of the ``interval`` cadence). Between
 readings, work the passes admit stops counting at once; work that arrives, or is requeued by
 a preemption, counts from the next reading. Collected only when asked
-(``SimOptions.causes``: on for ``allot simulate`` and its report, off for the benchmarks).
+(``SimOptions.causes``: on for ``allot simulate`` and its report and for both ``allot impact``
+replays, off for the simulator benchmarks).
 """
 
 from __future__ import annotations

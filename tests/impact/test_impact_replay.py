@@ -84,6 +84,9 @@ def test_work_of_a_leaf_removed_in_the_head_runs_unfunded_there(tmp_path):
                         spec(path, parallel=False))
     teams = {t.team: t for t in impact.teams}
     assert teams["y"].delivered.after is None and teams["y"].delivered.before > 0
+    # its jobs waited in the base, as y's; in the head y is no team (its jobs count under none)
+    assert any(p.before for p in teams["y"].waiting.values())
+    assert all(p.after is None for p in teams["y"].waiting.values())
     assert any("y (not a leaf in the head) run unfunded" in n for n in impact.notes)
     assert impact.overall["unallocated_share"].after > impact.overall["unallocated_share"].before
 
@@ -140,13 +143,10 @@ def test_a_policy_change_gets_the_same_treatment(tmp_path):
     assert classes["small"].jobs == Pair(0, 32)
 
 
-def test_turning_loans_on_shows_the_gpu_hours_lent(tmp_path):
-    """A policy change like any other: ``placement.loans`` off -> on. x keeps 7 of 8 GPUs of
-    every node protected; y's whole-node job holds a node, and y's small resumable jobs run
-    there on loan in the head only. The cluster-wide table shows the GPU-hours lent (and
-    hides the row when neither side lent)."""
-    from engine.impact.report import _overall_table
-
+def _loan_world(tmp_path) -> tuple[str, Config, Config]:
+    """x keeps 7 of 8 GPUs of every node protected for 4 h; y's whole-node job (y-big, at 60 s)
+    reserves a node until then; y's six 1-GPU jobs (3 h each, from 120 s) take the three free
+    GPUs outside the reservation. Base: loans off; head: ``placement.loans`` on."""
     path = tmp_path / "t.jsonl"
     recs = [{"id": f"x-{i}", "submit": 0.0, "pods": 1, "gpus_per_pod": 7, "runtime": 6 * 3600.0,
              "owner": "x", "leaf": "x", "min_runtime": 4 * 3600.0, "resumable": False} for i in range(4)]
@@ -156,13 +156,77 @@ def test_turning_loans_on_shows_the_gpu_hours_lent(tmp_path):
               "owner": "y", "leaf": "y", "min_runtime": 1800.0, "resumable": True} for i in range(6)]
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     base = config({"x": 50.0, "y": 50.0})
-    head = replace(base, policy=replace(base.policy, loans=True))
-    impact = run_replay(base, head, spec(str(path), parallel=False))
+    return str(path), base, replace(base, policy=replace(base.policy, loans=True))
+
+
+def test_turning_loans_on_shows_the_gpu_hours_lent(tmp_path):
+    """A policy change like any other: ``placement.loans`` off -> on (:func:`_loan_world`):
+    y's small resumable jobs run on the reserved node's free GPU on loan in the head only. The
+    cluster-wide table shows the GPU-hours lent (and hides the row when neither side lent)."""
+    from engine.impact.report import _overall_table
+
+    path, base, head = _loan_world(tmp_path)
+    impact = run_replay(base, head, spec(path, parallel=False))
     lent = impact.overall["on_loan_gpu_h"]
     assert lent.before == 0.0 and lent.after > 1.0
     assert "of it funded work on loan (GPU-h)" in _overall_table(impact)
-    same = run_replay(base, base, spec(str(path), parallel=False))
+    same = run_replay(base, base, spec(path, parallel=False))
     assert "on loan" not in _overall_table(same)
+
+
+def test_each_team_s_waiting_is_split_by_cause_before_and_after(tmp_path):
+    """Why work waited, from both replays (:func:`_loan_world`). y-big reserves a node from its
+    arrival (60 s) until x's protection ends at 4 h: 8 GPUs x 3.98 h *reserved* on both sides.
+    Of y's 1-GPU jobs, three start on the free GPUs outside the reservation; the rest are kept
+    off the reserved node until those three end, 3 h later: three jobs in the base, two in the
+    head, where one runs on loan (each counted from the first reading after it arrives, a
+    minute at most). x's preempted job holds a drain hold while y-big runs. The PR comment's
+    fold lists the teams by the change of their total."""
+    from engine.impact.report import _waiting_table, render_markdown
+    from engine.impact.diff import diff_configs
+
+    path, base, head = _loan_world(tmp_path)
+    impact = run_replay(base, head, spec(path, parallel=False))
+    teams = {t.team: t for t in impact.teams}
+    y, x = teams["y"].waiting, teams["x"].waiting
+    assert list(y) == list(x) == ["kept-off", "reserved", "holding"]  # WAIT_CAUSES order, causes met
+    reserved = 8 * (4 * 3600.0 - 60.0) / 3600.0
+    assert y["reserved"].before == pytest.approx(reserved, abs=0.01)
+    assert y["reserved"].after == pytest.approx(reserved, abs=0.01)
+    assert 3 * (3.0 - 1 / 60) - 0.01 <= y["kept-off"].before <= 3 * 3.0
+    assert 2 * (3.0 - 1 / 60) - 0.01 <= y["kept-off"].after <= 2 * 3.0
+    assert y["holding"] == Pair(0.0, 0.0) and x["kept-off"] == x["reserved"] == Pair(0.0, 0.0)
+    assert 0.0 < x["holding"].before == x["holding"].after <= 7 * 1.0  # while y-big runs its hour
+    table = _waiting_table(impact)
+    assert table is not None
+    assert "| team | kept-off | reserved | holding | total |" in table
+    rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| x") or line.startswith("| y")]
+    assert rows == ["| y", "| x"]  # y's total moved by a job's 3 h, x's not at all
+    assert f"{y['kept-off'].before:.1f} → {y['kept-off'].after:.1f}" in table
+    md = render_markdown("a" * 40, "b" * 40, diff_configs(base, head), impact)
+    assert "<summary>Why work waited (GPU-h of pending work per cause)</summary>" in md
+    in_json = {t["team"]: t["waiting_gpu_h"] for t in impact.to_dict()["teams"]}
+    assert in_json["y"]["kept-off"] == {"before": y["kept-off"].before, "after": y["kept-off"].after,
+                                        "delta": y["kept-off"].after - y["kept-off"].before}
+
+
+def test_the_waiting_fold_skips_teams_that_did_not_wait_and_dashes_a_missing_side():
+    """Teams whose work waited under 0.05 GPU-h on both sides have no row; a team the head
+    removed shows a dash after; runs without causes (none collected) give no fold at all."""
+    from engine.impact.report import _waiting_table
+
+    def team(name: str, waiting: dict[str, Pair]) -> TeamImpact:
+        return TeamImpact(name, Pair(1.0, 1.0), Pair(1.0, 1.0), Pair(0, 0), Pair(0, 0), Pair(0, 0),
+                          waiting)
+
+    teams = (team("quiet", {"no-room": Pair(0.04, 0.0), "free-work": Pair(0.0, 0.01)}),
+             team("gone", {"no-room": Pair(2.0, None), "free-work": Pair(1.0, None)}),
+             team("busy", {"no-room": Pair(10.0, 30.0), "free-work": Pair(0.0, 0.0)}))
+    table = _waiting_table(ReplayImpact("t", 1, 3600.0, Pair(8, 8), None, teams, (), {}))
+    assert table is not None and "quiet" not in table
+    body = table.splitlines()[-2:]
+    assert body == ["| busy | 10.0 → 30.0 | 0.0 | 10.0 → 30.0 |", "| gone | 2.0 → – | 1.0 → – | 3.0 → – |"]
+    assert _waiting_table(fake_impact({"a": 1.0})) is None
 
 
 def test_progress_reports_each_side_up_to_the_end(tmp_path, monkeypatch):

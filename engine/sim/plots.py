@@ -8,6 +8,13 @@
   scheduler's entitlement (allocation capped by demand), in 6-hour means.
 * ``waits.png``: the distribution (empirical CDF, log time axis) of queue waits per class and
   scheduler; censored waits (never started) count at their value at the horizon.
+* ``waiting.png``: why work waited (:mod:`engine.sim.causes`), for each scheduler that gave
+  causes (the budget scheduler): one bar per team whose work waited, split by cause as a
+  share of the team's waiting GPU-hours (a hue per cause, in
+  :data:`~engine.core.statuses.WAIT_CAUSES` order), so a small team's causes read as well as
+  a large one's; teams by effective share as in ``usage.png``, each labelled with its total
+  and the share of its entitlement it was delivered (``*``: enough demand to count towards
+  "teams >= 95%").
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from engine.core.statuses import WAIT_CAUSES  # noqa: E402
 from engine.sim.trace import CLASSES  # noqa: E402
 
 _META = {"Software": None}
@@ -150,5 +158,49 @@ def plot_waits(results: Sequence, path: Path) -> Path:
     axes[0][0].set_ylabel("fraction of tasks")
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata=_META)
+    plt.close(fig)
+    return path
+
+
+CAUSE_COLORS = {cause: plt.get_cmap("Set2")(i) for i, cause in enumerate(WAIT_CAUSES)}
+
+
+def plot_waiting(results: Sequence, path: Path) -> Path | None:
+    """``waiting.png`` (module docstring); ``None`` (and no file) when no scheduler gave causes."""
+    given = [r for r in results if any(r.waiting.values())]
+    if not given:
+        return None
+    config = given[0].config
+    leaves = sorted((leaf for leaf in config.tree.leaves() if any(leaf in r.waiting for r in given)),
+                    key=lambda l: (-config.tree.effective_share(l), l))
+    fig, axes = plt.subplots(1, len(given), figsize=(8 * len(given), 0.45 * len(leaves) + 1.8),
+                             squeeze=False)
+    for ax, res in zip(axes[0], given):
+        teams = res.summary()["teams"]
+        y = np.arange(len(leaves))[::-1]  # the largest share on top
+        hours = {c: np.array([res.waiting.get(leaf, {}).get(c, 0.0) / 3600.0 for leaf in leaves])
+                 for c in WAIT_CAUSES}
+        total = np.sum(list(hours.values()), axis=0)
+        left = np.zeros(len(leaves))
+        for cause in WAIT_CAUSES:
+            if hours[cause].any():
+                part = np.divide(hours[cause], total, out=np.zeros(len(leaves)), where=total > 0)
+                ax.barh(y, part, left=left, color=CAUSE_COLORS[cause], label=cause, height=0.7)
+                left += part
+        for yi, leaf, h in zip(y, leaves, total):
+            ratio = teams[leaf]["ratio"]
+            got = "no entitlement" if ratio is None else f"{ratio:.0%} of entitlement"
+            ax.text(1.02, yi, f"{h:,.0f} GPU-h; {got}{'*' if teams[leaf]['enough_demand'] else ''}",
+                    va="center", fontsize=7)
+        ax.set_yticks(y, [f"{leaf} ({config.tree.effective_share(leaf):.1%})" for leaf in leaves],
+                      fontsize=7)
+        ax.set_xlim(0, 1.6)  # room for the labels right of the bars
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25%", "50%", "75%", "100%"])
+        ax.set_xlabel("share of the team's pending GPU-hours, by cause")
+        ax.set_title(f"why work waited ({res.scheduler}); * enough demand", fontsize=9)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / len(leaves) - 0.08),
+                  ncol=len(WAIT_CAUSES), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata=_META, bbox_inches="tight")
     plt.close(fig)
     return path

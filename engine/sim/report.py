@@ -15,7 +15,7 @@ from typing import Any
 from engine.core.statuses import WAIT_CAUSES
 from engine.durations import approx_duration
 from engine.sim.experiment import Experiment
-from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waits
+from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waiting, plot_waits
 
 
 IDLE_LABELS = (("lag", "scheduling lag"), ("reserved", "held by a reservation"),
@@ -141,7 +141,10 @@ def markdown(summary: dict[str, Any]) -> str:
             "- **GPU-h lost** is run time thrown away by preemption (whole runs of non-resumable "
             "work; checkpoint loss and restart overhead of resumable work).",
             "- Pictures: `gantt.png` (one row per GPU, hue = team, hatched = preemptible, red = "
-            "preempted), `usage.png` (delivered vs entitled per team), `waits.png` (wait CDFs).", ""]
+            "preempted), `usage.png` (delivered vs entitled per team), `waits.png` (wait CDFs)"
+            + (", `waiting.png` (why work waited, per team and cause)" if any(
+                t.get("waiting_gpu_h") for s in summary["schedulers"].values()
+                for t in s["teams"].values()) else "") + ".", ""]
     return "\n".join(out)
 
 
@@ -176,6 +179,9 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True) -> 
         paths.append(plot_gantt(results, out / "gantt.png", window))
         paths.append(plot_usage(results, out / "usage.png"))
         paths.append(plot_waits(results, out / "waits.png"))
+        waiting = plot_waiting(results, out / "waiting.png")
+        if waiting is not None:
+            paths.append(waiting)
     return paths
 
 

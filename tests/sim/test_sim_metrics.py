@@ -7,6 +7,7 @@ import pytest
 
 from engine.model import BudgetNode, BudgetTree
 from engine.sim.entitlement import entitlement, hourly_integral, waterfill
+from engine.sim.engine import SimOptions
 from engine.sim.experiment import run_experiment
 from engine.sim.prepare import prepare_trace
 from engine.sim.report import write_report
@@ -39,11 +40,15 @@ def test_hourly_integral_is_exact_for_partial_hours():
 
 
 def test_same_inputs_and_seed_give_byte_identical_reports(tmp_path):
+    """Twice the same run, causes collected: the same bytes in every file, pictures included
+    (``waiting.png`` too). Without causes there is no ``waiting.png``, and the report does
+    not name it."""
     cfg = tiny_config(nodes=4, gpus_per_node=8)
     trace = prepare_trace(synthetic_trace(cfg, days=0.5, tasks=150, seed=3), cfg, seed=3)
     outs = []
     for k in range(2):
-        exp = run_experiment(cfg, trace, ("budget", "legacy", "monopoly"), seed=3)
+        exp = run_experiment(cfg, trace, ("budget", "legacy", "monopoly"), seed=3,
+                             options=SimOptions(causes=True))
         outs.append(write_report(exp, tmp_path / str(k)))
     for a, b in zip(*outs):
         assert a.name == b.name and a.read_bytes() == b.read_bytes(), a.name
@@ -51,7 +56,11 @@ def test_same_inputs_and_seed_give_byte_identical_reports(tmp_path):
     assert summary["tasks"]["submitted"] == 150
     assert 0.0 < summary["occupancy"] <= 1.0
     assert {p.name for p in outs[0]} >= {"summary.json", "report.md", "gantt.png", "usage.png",
-                                         "waits.png"}
+                                         "waits.png", "waiting.png"}
+    assert "`waiting.png`" in (tmp_path / "0" / "report.md").read_text()
+    plain = write_report(run_experiment(cfg, trace, ("budget", "legacy"), seed=3), tmp_path / "plain")
+    assert "waiting.png" not in {p.name for p in plain} and not (tmp_path / "plain" / "waiting.png").exists()
+    assert "waiting.png" not in (tmp_path / "plain" / "report.md").read_text()
 
 
 def test_monopoly_never_lends_gpus():

@@ -5,21 +5,17 @@ what the comparison (:func:`engine.impact.replay.compare`) reads: the stable sum
 why work waited: the runs collect causes, :mod:`engine.sim.causes`),
 preemptions per team, jobs, horizon and capacity, a :class:`RunOutcome` small enough to
 cross a process boundary. :func:`simulate_all` runs several: in one forked worker process
-each when the machine has more than one core and the platform can fork (the inputs reach
-the workers through the fork, never pickled), else one after the other here. Each run is
-deterministic and independent, so the results are the same either way; if no worker can
-be started the runs happen here. Progress is the fraction of each run's horizon simulated
-so far: polled every :data:`POLL_S` seconds from a shared array the workers write, or
-reported by each run here, and once more at the end (all 1.0). A run whose horizon is 0 is
-done from the start.
+each when the machine has more than one core and the platform can fork
+(:mod:`engine.sim.forked`: the inputs reach the workers through the fork, never pickled),
+else one after the other here. Each run is deterministic and independent, so the results
+are the same either way; if no worker can be started the runs happen here. Progress is the
+fraction of each run's horizon simulated so far: polled from the workers, or reported by
+each run here, and once more at the end (all 1.0). A run whose horizon is 0 is done from
+the start.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-from concurrent.futures import ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -53,9 +49,6 @@ def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch",
 
 Job = tuple[Config, Trace, int, str]  # (config, trace, seed, cadence)
 Progress = Callable[[list[float]], None]  # the fraction of each job's horizon simulated so far
-_FORKED_JOBS: list[Job] = []
-_FORKED_DONE: Any = None  # a shared array of fractions, one per job, written by the workers
-POLL_S = 0.5  # how often the parent reports progress while the workers run
 
 
 def _fraction(now: float, end: float) -> float:
@@ -63,28 +56,24 @@ def _fraction(now: float, end: float) -> float:
     return min(1.0, now / end) if end > 0 else 1.0
 
 
-def _forked(index: int) -> RunOutcome:
-    done = _FORKED_DONE
-
-    def report(now: float, end: float) -> None:
-        if done is not None:
-            done[index] = _fraction(now, end)
-
-    return outcome_of(*_FORKED_JOBS[index], progress=report)
-
-
 def simulate_all(jobs: list[Job], parallel: bool = True,
                  progress: Progress | None = None) -> list[RunOutcome]:
     """Run every ``(config, trace, seed, cadence)``; in parallel worker processes when asked and the
-    platform can fork (the inputs reach the workers through the fork, not pickling; only the
-    plain :class:`RunOutcome` comes back). Results are identical either way: each run is
-    deterministic and independent. ``progress`` gets the fraction of every job's horizon
-    simulated so far, every :data:`POLL_S` seconds while workers run (from a shared array
-    they write), or as each run here reports, and once more at the end (all 1.0)."""
+    machine allows it (:func:`engine.sim.forked.run_forked`: the inputs reach the workers
+    through the fork, not pickling; only the plain :class:`RunOutcome` comes back). Results
+    are identical either way: each run is deterministic and independent. ``progress`` gets
+    the fraction of every job's horizon simulated so far, every
+    :data:`~engine.sim.forked.POLL_S` seconds while workers run, or as each run here reports,
+    and once more at the end (all 1.0)."""
+    from engine.sim.forked import run_forked
+
     results = None
-    if parallel and len(jobs) > 1 and (os.cpu_count() or 1) > 1 \
-            and "fork" in mp.get_all_start_methods():
-        results = _in_workers(jobs, progress)
+    if parallel:
+        def polled(pairs: list[tuple[float, float]]) -> None:
+            if progress:
+                progress([_fraction(now, end) for now, end in pairs])
+
+        results = run_forked([_run(job) for job in jobs], polled if progress else None)
     if results is None:  # one at a time, here
         done = [0.0] * len(jobs)
         results = []
@@ -100,25 +89,10 @@ def simulate_all(jobs: list[Job], parallel: bool = True,
     return results
 
 
-def _in_workers(jobs: list[Job], progress: Progress | None) -> list[RunOutcome] | None:
-    """:func:`simulate_all` in forked worker processes, one per job; None when no process can
-    be started (the caller then runs the jobs itself)."""
-    global _FORKED_DONE
-    ctx = mp.get_context("fork")
-    _FORKED_JOBS[:] = jobs
-    _FORKED_DONE = ctx.Array("d", len(jobs), lock=False) if progress else None
-    try:
-        with ProcessPoolExecutor(len(jobs), mp_context=ctx) as pool:
-            futures = [pool.submit(_forked, i) for i in range(len(jobs))]
-            while wait(futures, timeout=POLL_S).not_done:
-                if progress and _FORKED_DONE is not None:
-                    progress(list(_FORKED_DONE))
-            return [f.result() for f in futures]
-    except (OSError, BrokenProcessPool):
-        return None
-    finally:
-        _FORKED_JOBS.clear()
-        _FORKED_DONE = None
+def _run(job: Job) -> Callable[[Callable[[float, float], None]], RunOutcome]:
+    """``job`` as a run for :func:`~engine.sim.forked.run_forked`, given where to report."""
+    config, trace, seed, cadence = job
+    return lambda report: outcome_of(config, trace, seed, cadence, progress=report)
 
 
 def _preemptions_by_team(result) -> dict[str, int]:

@@ -233,7 +233,7 @@ def test_progress_reports_each_side_up_to_the_end(tmp_path, monkeypatch):
     """``run_replay(progress=...)`` hears the fraction of each side's horizon simulated so far:
     never falling, within [0, 1], ending at [1.0, 1.0]; run here, the head starts once the
     base is done; in worker processes, the parent reads what they report (polled)."""
-    import engine.impact.runs as runs_module
+    import engine.sim.forked as forked_module
 
     path = trace_file(tmp_path, ("x", "y"), jobs=12)
     base, head = config({"x": 50.0, "y": 50.0}), config({"x": 20.0, "y": 80.0})
@@ -248,7 +248,7 @@ def test_progress_reports_each_side_up_to_the_end(tmp_path, monkeypatch):
     run_replay(base, head, spec(path, parallel=False), progress=serial.append)
     check(serial)
     assert [1.0, 0.0] in serial  # the base reported its end before the head started
-    monkeypatch.setattr(runs_module, "POLL_S", 0.001)
+    monkeypatch.setattr(forked_module, "POLL_S", 0.001)
     parallel: list[list[float]] = []
     two = run_replay(base, head, spec(path, parallel=True), progress=parallel.append)
     check(parallel)

@@ -106,6 +106,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["text", "json"], default="text",
                    help="stdout: summary table or the JSON summary [%(default)s]")
     p.add_argument("--progress", action="store_true", help="show progress on stderr even when not a TTY")
+    p.add_argument("--jobs", type=int, choices=(1, 2), default=2,
+                   help="2: the budget scheduler and the baselines in parallel worker processes "
+                        "where the machine has the cores; 1: one after the other (same results) "
+                        "[%(default)s]")
     p.set_defaults(func=run)
 
 
@@ -188,17 +192,24 @@ def build_experiment_inputs(args: argparse.Namespace):
 
 
 class Progress:
-    """A one-line progress bar on stderr per scheduler run (:class:`ProgressLine`)."""
+    """One progress line on stderr (:class:`ProgressLine`) with a bar per scheduler run, in the
+    order ``names``, whether the runs go one after the other or side by side; the line ends
+    once every run has reached its horizon."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, names: list[str]):
         self.enabled = enabled
         self.line = ProgressLine()
+        self.at: dict[str, tuple[float, float]] = {n: (0.0, 0.0) for n in names}
 
     def __call__(self, name: str, now: float, end: float) -> None:
         if not self.enabled:
             return
-        frac = min(1.0, now / end) if end else 1.0
-        self.line.draw(f"{name:>9} {bar(frac, 30)}  day {now / 86400:6.2f}", final=now >= end)
+        self.at[name] = (now, end)
+        parts = []
+        for n, (t, e) in self.at.items():
+            frac = min(1.0, t / e) if e else (1.0 if t else 0.0)
+            parts.append(f"{n} {bar(frac, 20)} day {t / 86400:.2f}")
+        self.line.draw("  ".join(parts), final=all(e and t >= e for t, e in self.at.values()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -214,10 +225,12 @@ def run(args: argparse.Namespace) -> int:
                                  "choose from legacy, monopoly, none")])
     t0 = time.monotonic()
     config, trace = build_experiment_inputs(args)
-    progress = Progress(args.progress or sys.stderr.isatty())
-    exp = run_experiment(config, trace, ["budget", *baselines], seed=args.seed,
-                         options=SimOptions(cadence=args.cadence, causes=True), progress=progress)
-    paths = write_report(exp, args.out, pictures=not args.no_pictures)
+    names = ["budget", *baselines]
+    progress = Progress(args.progress or sys.stderr.isatty(), names)
+    exp = run_experiment(config, trace, names, seed=args.seed,
+                         options=SimOptions(cadence=args.cadence, causes=True), progress=progress,
+                         parallel=args.jobs > 1)
+    paths = write_report(exp, args.out, pictures=not args.no_pictures, parallel=args.jobs > 1)
     summary = exp.summary()
     if args.format == "json":
         print(json.dumps(summary, indent=2, sort_keys=True))

@@ -7,7 +7,7 @@ and keeps the results side by side; ``Experiment.summary()`` is the JSON the rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from engine.model import Config
@@ -62,12 +62,52 @@ class Experiment:
 def run_experiment(config: Config, trace: Trace,
                    schedulers: Sequence[str | Scheduler] = ("budget", "legacy"), *, seed: int = 0,
                    options: SimOptions = SimOptions(), horizon: float | None = None,
-                   progress: Callable[[str, float, float], None] | None = None) -> Experiment:
-    """Run every scheduler on ``trace`` (prepared). ``progress(name, now, horizon)``."""
-    results: dict[str, SimResult] = {}
-    for sched in schedulers:
-        name = sched if isinstance(sched, str) else sched.name
-        cb = (lambda now, end, _n=name: progress(_n, now, end)) if progress else None
-        results[name] = simulate(config, trace, sched, seed=seed, horizon=horizon,
-                                 options=options, progress=cb)
+                   progress: Callable[[str, float, float], None] | None = None,
+                   parallel: bool = False) -> Experiment:
+    """Run every scheduler on ``trace`` (prepared). ``progress(name, now, horizon)``.
+
+    ``parallel``: each scheduler in its own forked worker process where the machine allows
+    (:func:`engine.sim.forked.run_forked`; the runs are independent and deterministic, so the
+    results are the same as one after the other, which is what happens where it cannot fork).
+    A worker computes its run's metrics and sends the result back without the configuration
+    and trace (not picklable; the same objects here), which are put back."""
+    names = [s if isinstance(s, str) else s.name for s in schedulers]
+
+    def run(sched: str | Scheduler, report: Callable[[float, float], None] | None) -> SimResult:
+        return simulate(config, trace, sched, seed=seed, horizon=horizon, options=options,
+                        progress=report)
+
+    results: dict[str, SimResult] | None = None
+    if parallel:
+        from engine.sim.forked import run_forked
+
+        def polled(pairs: list[tuple[float, float]]) -> None:
+            for name, (now, end) in zip(names, pairs):
+                if progress and end > 0:  # (0, 0): not started yet
+                    progress(name, now, end)
+
+        got = run_forked([_detached(run, s) for s in schedulers], polled if progress else None)
+        if got is not None:
+            results = {n: replace(r, config=config, trace=trace) for n, r in zip(names, got)}
+    if results is None:
+        results = {}
+        for name, sched in zip(names, schedulers):
+            results[name] = run(sched, _named(progress, name) if progress else None)
     return Experiment(config, trace, results, seed, options)
+
+
+def _named(progress: Callable[[str, float, float], None],
+           name: str) -> Callable[[float, float], None]:
+    return lambda now, end: progress(name, now, end)
+
+
+def _detached(run: Callable[[str | Scheduler, Callable[[float, float], None] | None], SimResult],
+              sched: str | Scheduler) -> Callable[[Callable[[float, float], None]], SimResult]:
+    """``sched``'s run for a forked worker: its metrics computed there, and the result sent
+    back without the configuration and trace (:func:`run_experiment`)."""
+    def go(report: Callable[[float, float], None]) -> SimResult:
+        result = run(sched, report)
+        result.metrics()
+        return replace(result, config=None, trace=None)  # type: ignore[arg-type]  # (put back)
+
+    return go

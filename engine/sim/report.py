@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.core.statuses import WAIT_CAUSES
 from engine.durations import approx_duration
 from engine.sim.experiment import Experiment
+from engine.sim.forked import run_forked
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waiting, plot_waits
 
 
@@ -148,7 +149,12 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True) -> list[Path]:
+def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
+                 parallel: bool = False) -> list[Path]:
+    """``summary.json``, ``report.md``, ``tasks-<scheduler>.csv`` and, with ``pictures``, the
+    PNGs (:mod:`engine.sim.plots`) into ``outdir``; the paths written. ``parallel``: the
+    pictures drawn in forked worker processes where the machine allows
+    (:func:`engine.sim.forked.run_forked`; the same bytes)."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     summary = exp.summary()
@@ -176,12 +182,17 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True) -> 
     if pictures and exp.results:
         results = list(exp.results.values())
         window = exp.gantt_window or gantt_window(results[0])
-        paths.append(plot_gantt(results, out / "gantt.png", window))
-        paths.append(plot_usage(results, out / "usage.png"))
-        paths.append(plot_waits(results, out / "waits.png"))
-        waiting = plot_waiting(results, out / "waiting.png")
-        if waiting is not None:
-            paths.append(waiting)
+        for r in results:
+            r.metrics()  # (once, here: the drawings read them, in whichever process)
+        draw: list[Callable[[Any], Path | None]] = [
+            lambda _: plot_gantt(results, out / "gantt.png", window),
+            lambda _: plot_usage(results, out / "usage.png"),
+            lambda _: plot_waits(results, out / "waits.png"),
+            lambda _: plot_waiting(results, out / "waiting.png")]
+        drawn = run_forked(draw) if parallel else None
+        if drawn is None:
+            drawn = [d(None) for d in draw]
+        paths += [p for p in drawn if p is not None]
     return paths
 
 

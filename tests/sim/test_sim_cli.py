@@ -97,19 +97,50 @@ def test_set_replaces_a_policy_knob_for_the_run_and_checks_it(tmp_path, capsys):
         assert words in capsys.readouterr().err, bad
 
 
-def test_progress_bar_per_run(capsys):
-    """One line per scheduler run, redrawn in place and ended when the run reaches its end;
-    nothing at all when disabled."""
+def test_progress_line_has_a_bar_per_run(capsys):
+    """One line with a bar per scheduler run, in the order given, redrawn in place (runs side
+    by side report in turns) and ended once every run reaches its end; a run not heard from
+    yet shows empty; nothing at all when disabled."""
     from engine.commands.simulate import Progress
 
-    Progress(False)("budget", 10.0, 86400.0)
+    Progress(False, ["budget"])("budget", 10.0, 86400.0)
     assert capsys.readouterr().err == ""
-    show = Progress(True)
+    show = Progress(True, ["budget", "legacy"])
     show("budget", 43200.0, 86400.0)
-    show("budget", 50000.0, 86400.0)  # within 0.2 s of the last draw: skipped
-    show("budget", 86400.0, 86400.0)
-    show("legacy", 86400.0, 86400.0)
+    show("legacy", 50000.0, 86400.0)  # within 0.2 s of the last draw: skipped
+    show("budget", 86400.0, 86400.0)  # the budget run is done, the legacy one not: skipped too
+    show("legacy", 86400.0, 86400.0)  # all done: drawn, and the line ended
     err = capsys.readouterr().err
-    assert err == ("\r   budget [###############               ]  50.0%  day   0.50"
-                   "\r   budget [##############################] 100.0%  day   1.00\n"
-                   "\r   legacy [##############################] 100.0%  day   1.00\n")
+    empty, half, full = "[" + " " * 20 + "]   0.0%", "[" + "#" * 10 + " " * 10 + "]  50.0%", "[" + "#" * 20 + "] 100.0%"
+    assert err == (f"\rbudget {half} day 0.50  legacy {empty} day 0.00"
+                   f"\rbudget {full} day 1.00  legacy {full} day 1.00\n")
+
+
+def test_jobs_2_runs_the_schedulers_side_by_side_with_the_same_report(tmp_path, capsys, monkeypatch):
+    """``--jobs 2`` (the default) and ``--jobs 1`` write the same files, byte for byte; with 2
+    the three runs and then the pictures were done in forked workers (where it can fork)."""
+    import engine.sim.forked as forked
+    import engine.sim.report as report
+
+    forked_runs: list[int] = []
+
+    def spy(runs, progress=None):
+        got = real(runs, progress)
+        forked_runs.append(len(runs) if got is not None else 0)
+        return got
+
+    real = forked.run_forked
+    monkeypatch.setattr(forked, "run_forked", spy)
+    monkeypatch.setattr(report, "run_forked", spy)
+    outs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / jobs
+        assert main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)),
+                     "--cluster", "h100:2", "--baseline", "legacy,monopoly", "--demand-ratio", "0",
+                     "--out", str(out), "--jobs", jobs]) == 0
+        outs.append(out)
+    names = sorted(p.name for p in outs[0].iterdir())
+    assert names == sorted(p.name for p in outs[1].iterdir()) and "waiting.png" in names
+    for name in names:
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+    assert forked_runs == ([3, 4] if forked.can_fork(2) else [0, 0])

@@ -58,8 +58,11 @@ def tree_rows(state: ViewState) -> list[dict[str, Any]]:
 
 
 def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = None) -> list[dict[str, Any]]:
-    """Pending workloads in queue order (rejected ones last), filtered by cluster and subtree."""
-    statuses = state.decision.statuses
+    """Pending workloads in queue order (rejected ones last), filtered by cluster and subtree;
+    ``cause``: why one still waits after the pass, in one word (``Decision.waiting``: no-room,
+    pingpong, kept-off, reserved, holding, no-reservation, free-work), ``None`` for work the
+    pass admits or rejects."""
+    statuses, causes = state.decision.statuses, state.decision.waiting
     leaves = set(state.config.tree.leaves_under().get(team, ())) if team else None
     rows = []
     for w in state.snapshot.pending:
@@ -75,7 +78,7 @@ def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = 
             "priority": c.priority, "submitted_at": w.submitted_at, "wait_s": state.now - w.submitted_at,
             "gpus": c.gpus, "shape": shape_text(c), "cluster": c.cluster,
             "min_runtime_s": c.min_runtime_s, "resumable": c.resumable, "owner": w.owner,
-            "reason": st.reason,
+            "reason": st.reason, "cause": causes.get(w.id),
         })
     rows.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["id"]))
     return rows

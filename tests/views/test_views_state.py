@@ -12,6 +12,7 @@ import yaml
 
 from engine.loader import load_config
 from engine.views.codec import config_from_dict, config_to_dict, snapshot_from_dict, snapshot_to_dict
+from engine.core.statuses import WAIT_CAUSES
 from engine.views.derived import cluster_rows, queue_rows, tree_rows
 from engine.views.simstate import state_from_sim
 from engine.views.state import ViewState
@@ -86,6 +87,10 @@ def test_derived_rows_follow_the_decision(sim_state):
     assert positions == sorted(positions)
     for r in rows:
         assert r["rank"] == d.statuses[r["id"]].rank
+        # why it waits, in a word, for pending work only (admitted and rejected work has none)
+        assert r["cause"] == d.waiting.get(r["id"])
+        assert (r["cause"] in WAIT_CAUSES) if r["state"] == "pending" else r["cause"] is None
+    assert {r["state"] for r in rows} >= {"pending"}
     tree = {r["name"]: r for r in tree_rows(sim_state)}
     root = sim_state.config.tree.root
     assert tree[root]["running_gpus"] == sum(

@@ -147,7 +147,7 @@ function renderQueue(s) {
       el("td", { class: "num", text: String(q.gpus) }),
       el("td", { class: "num", text: dur(q.min_runtime_s) }),
       el("td", { class: "num", text: dur(q.wait_s) }),
-      el("td", { text: q.state }));
+      el("td", { text: q.cause ? `${q.state} (${q.cause})` : q.state }));
     tr.addEventListener("click", (ev) => { ev.preventDefault(); $("#job").value = q.id; explain(q.id); });
     body.append(tr);
   }

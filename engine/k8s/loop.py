@@ -37,7 +37,7 @@ from engine.k8s.client import ApiError, Gone, KubeClient, Watch
 from engine.k8s.export import export_trace
 from engine.k8s.leader import LeaderElector
 from engine.k8s.ledger_store import LedgerState, LedgerStore, charge, usage
-from engine.k8s.metrics import Health, Metrics
+from engine.k8s.metrics import Health, Metrics, waiting_gpus
 from engine.k8s.observe import Observation, observe
 from engine.k8s.policy_source import PolicyEvent, PolicySource
 
@@ -265,6 +265,7 @@ class Reconciler:
                            ("allot_leaf_rank_metric", "metric"), ("allot_leaf_rank", "rank")):
             m.replace(name, {(("leaf", leaf),): float(getattr(r, attr))
                              for leaf, r in decision.ranks.items()})
+        m.replace("allot_waiting_gpus", waiting_gpus(obs.snapshot.pending, decision))
         m.set("allot_last_loop_duration_seconds", report.duration_s)
         m.observe("allot_loop_duration_seconds", report.duration_s)
         m.set("allot_last_pass_timestamp_seconds", report.now)

@@ -13,6 +13,10 @@ Families (labels in braces):
   ``allot_drained_nodes_total``, ``allot_stale_writes_total``
 - ``allot_leaf_usage_gpu_seconds{leaf}``, ``allot_leaf_share{leaf}``,
   ``allot_leaf_rank_metric{leaf}``, ``allot_leaf_rank{leaf}``
+- ``allot_waiting_gpus{leaf,cause}``: GPUs of the Jobs still waiting after the last pass,
+  per budget requested (``(none)`` for unfunded work) and cause in one word
+  (``Decision.waiting``: no-room, pingpong, kept-off, reserved, holding, no-reservation,
+  free-work), the live form of the simulator's "why work waited"
 - ``allot_last_loop_duration_seconds`` (last pass), ``allot_loop_duration_seconds`` (a
   summary: ``_sum`` and ``_count`` over all passes), ``allot_last_pass_timestamp_seconds``
 - ``allot_config_info{revision}`` (1 for the revision in force),
@@ -28,7 +32,10 @@ import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:
+    from engine.core.types import Decision, Workload
 
 FAMILIES: dict[str, tuple[str, str]] = {
     "allot_queue_length": ("gauge", "Managed Jobs waiting to be admitted."),
@@ -45,6 +52,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "allot_leaf_share": ("gauge", "Effective share of the whole (0..1)."),
     "allot_leaf_rank_metric": ("gauge", "Usage fraction over share (1 = on budget)."),
     "allot_leaf_rank": ("gauge", "Fair-share rank, 1 served first."),
+    "allot_waiting_gpus": ("gauge", "GPUs of Jobs still waiting after the last pass, by budget and cause."),
     "allot_last_loop_duration_seconds": ("gauge", "Duration of the last reconcile pass."),
     "allot_loop_duration_seconds": ("summary", "Duration of reconcile passes."),
     "allot_last_pass_timestamp_seconds": ("gauge", "Clock time of the last pass."),
@@ -73,6 +81,22 @@ def _number(value: float) -> str:
     if math.isnan(value):
         return "NaN"
     return repr(float(value)) if value != int(value) else str(int(value))
+
+
+NO_BUDGET = "(none)"  # the leaf label of unfunded work that requests no budget
+
+
+def waiting_gpus(pending: Iterable[Workload], decision: Decision) -> dict[Labels, float]:
+    """``allot_waiting_gpus``: GPUs of the ``pending`` workloads still waiting after
+    ``decision``, per budget requested and cause (admitted and rejected work has no cause)."""
+    causes = decision.waiting
+    out: dict[Labels, float] = {}
+    for w in pending:
+        cause = causes.get(w.id)
+        if cause is not None:
+            key = (("cause", cause), ("leaf", w.contract.requested_budget or NO_BUDGET))
+            out[key] = out.get(key, 0.0) + w.contract.gpus
+    return out
 
 
 class Metrics:

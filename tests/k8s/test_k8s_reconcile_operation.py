@@ -92,11 +92,37 @@ def test_metrics_after_a_pass(env):
     assert m.get("allot_leaf_share", leaf="team-a") == pytest.approx(0.5)
     assert m.get("allot_leaf_rank", leaf=leaf) == 2.0  # it used GPUs, the other did not
     assert m.get("allot_ledger_charged_gpu_seconds_total") == pytest.approx(2400)
+    # the other Job waits: its leaf ranks first, but the running Job is protected for 10
+    # minutes, and a debug Job (8 GPUs, 10 minutes) gets no reservation: no room even with
+    # every victim it may take now; its 8 GPUs under its budget and that cause, nothing else
+    other = "team-b" if leaf == "team-a" else "team-a"
+    assert m.get("allot_waiting_gpus", leaf=other, cause="no-room") == 8.0
+    assert f'allot_waiting_gpus{{cause="no-room",leaf="{other}"}} 8' in m.render()
+    assert m.render().count("allot_waiting_gpus{") == 1
     text = m.render()
     assert "# TYPE allot_loop_duration_seconds summary" in text
     assert "allot_loop_duration_seconds_count 2" in text
     assert f'allot_config_info{{revision="{r.policy.commit}"}} 1' in text
     assert "allot_is_leader 1" in text
+
+
+def test_waiting_gpus_sum_per_budget_and_cause():
+    """GPUs of waiting work summed per (cause, budget requested); unfunded work that requests
+    none under ``(none)``; work the pass admits (no cause) not counted."""
+    from types import SimpleNamespace as NS
+
+    from engine.k8s.metrics import NO_BUDGET, waiting_gpus
+
+    def w(wid: str, budget: str | None, gpus: int) -> NS:
+        return NS(id=wid, contract=NS(requested_budget=budget, gpus=gpus))
+
+    pending = [w("a1", "a", 8), w("a2", "a", 4), w("a3", "a", 2), w("b1", "b", 1), w("f1", None, 2),
+               w("go", "a", 16)]
+    decision = NS(waiting={"a1": "kept-off", "a2": "kept-off", "a3": "holding", "b1": "kept-off",
+                           "f1": "free-work"})
+    assert waiting_gpus(pending, decision) == {
+        (("cause", "kept-off"), ("leaf", "a")): 12.0, (("cause", "holding"), ("leaf", "a")): 2.0,
+        (("cause", "kept-off"), ("leaf", "b")): 1.0, (("cause", "free-work"), ("leaf", NO_BUDGET)): 2.0}
 
 
 def test_metrics_and_health_endpoints_over_http():

@@ -103,9 +103,11 @@ def explain(state: ViewState, query: str) -> Explanation:
     item = state.workloads[wid]
     running = item if hasattr(item, "placement") else None
     w = running.workload if running else item
-    out: list[Statement] = [Statement("status", f"{st.state.capitalize()}: {st.reason}.", {
+    cause = d.waiting.get(wid)  # why it still waits, in one word (pending work only)
+    out: list[Statement] = [Statement("status", f"{st.state.capitalize()}"
+                                      f"{f' ({cause})' if cause else ''}: {st.reason}.", {
         "state": st.state, "queue_position": st.queue_position, "rank": st.rank, "metric": st.metric,
-        "protected_until": st.protected_until, "preemptor": st.preemptor})]
+        "protected_until": st.protected_until, "preemptor": st.preemptor, "cause": cause})]
     leaf, note = charged_leaf(w, d.ranks)
     if st.state == "rejected":
         leaf, note = None, w.invalid or st.reason

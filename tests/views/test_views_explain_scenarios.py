@@ -50,6 +50,9 @@ def test_every_statement_matches_the_decision(path: Path):
         for key in ("state", "queue_position", "rank", "metric", "protected_until", "preemptor"):
             assert _same(status.numbers[key], getattr(st, key)), (wid, key)
         assert st.reason in status.text
+        cause = d.waiting.get(wid)  # why pending work still waits, in one word; else none
+        assert status.numbers["cause"] == cause and (cause is None) == (st.state != "pending")
+        assert status.text.startswith(f"Pending ({cause}): " if cause else f"{st.state.capitalize()}: ")
         if st.leaf is None or st.state == "rejected":
             assert "rank" not in by_topic or st.leaf is not None
             continue

@@ -133,8 +133,8 @@ class _Sim(Applier):
         self.charged_before: dict[str, float] = {}
         self.preempt_log: list[tuple[float, float]] = []  # (time, GPU-seconds lost)
         self.truncated = False  # stopped by SimOptions.wall_limit_s
-        self.causes = (WaitCauses(self.measure_from, self.interval) if options.causes
-                       else None)
+        self.causes = (WaitCauses(self.measure_from, options.causes_every_s or self.interval)
+                       if options.causes else None)
 
     # ------------------------------------------------------------------ events
 

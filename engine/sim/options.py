@@ -23,10 +23,15 @@ class SimOptions:
     # benchmarks only: stop after this many wall-clock seconds, the horizon cut to the
     # instant reached (``SimResult.truncated``); a cut run is not reproducible
     wall_limit_s: float | None = None
-    # count why pending work waits, per team and cause (:mod:`engine.sim.causes`; costs a
-    # little per pass, so off unless asked: ``allot simulate`` asks)
+    # count why pending work waits, per team and cause (:mod:`engine.sim.causes`; each
+    # reading costs about a third of a busy pass, so off unless asked: ``allot simulate`` and
+    # ``allot impact`` ask), read every ``causes_every_s`` seconds at most (None: the
+    # policy's scheduling interval)
     causes: bool = False
+    causes_every_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.causes_every_s is not None and not self.causes_every_s > 0:
+            raise ValueError(f"causes_every_s must be > 0, got {self.causes_every_s!r}")
         if self.cadence not in CADENCES:
             raise ValueError(f"cadence must be one of {', '.join(CADENCES)}, got {self.cadence!r}")

@@ -175,26 +175,29 @@ def test_turning_loans_on_shows_the_gpu_hours_lent(tmp_path):
 
 
 def test_each_team_s_waiting_is_split_by_cause_before_and_after(tmp_path):
-    """Why work waited, from both replays (:func:`_loan_world`). y-big reserves a node from its
-    arrival (60 s) until x's protection ends at 4 h: 8 GPUs x 3.98 h *reserved* on both sides.
-    Of y's 1-GPU jobs, three start on the free GPUs outside the reservation; the rest are kept
-    off the reserved node until those three end, 3 h later: three jobs in the base, two in the
-    head, where one runs on loan (each counted from the first reading after it arrives, a
-    minute at most). x's preempted job holds a drain hold while y-big runs. The PR comment's
+    """Why work waited, from both replays (:func:`_loan_world`), read every
+    ``CAUSES_EVERY_S`` (5 min) from the first pass at 0 s; work counts from the first reading
+    after it arrives. y-big (60 s) reserves a node until x's protection ends at 4 h: 8 GPUs
+    *reserved* from the reading at 5 min to 4 h, on both sides. Of y's 1-GPU jobs (120 s),
+    three start on the free GPUs outside the reservation; the rest are kept off the reserved
+    node until those three end, 3 h later: three jobs in the base, two in the head, where one
+    runs on loan. x's preempted job holds a drain hold while y-big runs. The PR comment's
     fold lists the teams by the change of their total."""
-    from engine.impact.report import _waiting_table, render_markdown
     from engine.impact.diff import diff_configs
+    from engine.impact.report import _waiting_table, render_markdown
+    from engine.impact.runs import CAUSES_EVERY_S
 
     path, base, head = _loan_world(tmp_path)
     impact = run_replay(base, head, spec(path, parallel=False))
     teams = {t.team: t for t in impact.teams}
     y, x = teams["y"].waiting, teams["x"].waiting
     assert list(y) == list(x) == ["kept-off", "reserved", "holding"]  # WAIT_CAUSES order, causes met
-    reserved = 8 * (4 * 3600.0 - 60.0) / 3600.0
+    reserved = 8 * (4 * 3600.0 - CAUSES_EVERY_S) / 3600.0
     assert y["reserved"].before == pytest.approx(reserved, abs=0.01)
     assert y["reserved"].after == pytest.approx(reserved, abs=0.01)
-    assert 3 * (3.0 - 1 / 60) - 0.01 <= y["kept-off"].before <= 3 * 3.0
-    assert 2 * (3.0 - 1 / 60) - 0.01 <= y["kept-off"].after <= 2 * 3.0
+    late = CAUSES_EVERY_S / 3600.0  # counted from the next reading: up to 5 min late
+    assert 3 * (3.0 - late) - 0.01 <= y["kept-off"].before <= 3 * 3.0
+    assert 2 * (3.0 - late) - 0.01 <= y["kept-off"].after <= 2 * 3.0
     assert y["holding"] == Pair(0.0, 0.0) and x["kept-off"] == x["reserved"] == Pair(0.0, 0.0)
     assert 0.0 < x["holding"].before == x["holding"].after <= 7 * 1.0  # while y-big runs its hour
     table = _waiting_table(impact)

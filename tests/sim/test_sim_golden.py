@@ -78,6 +78,35 @@ def test_free_work_waits_as_its_team_s_free_work():
     assert res.waiting == {"a": {"free-work": 4 * (600.0 - 60.0)}}
 
 
+def test_between_readings_admitted_work_stops_counting_once_and_new_work_waits_for_a_reading():
+    """The counting rules of :class:`~engine.sim.causes.WaitCauses` (read every 300 s): w1 (4
+    GPUs, kept-off at the reading at 0) is admitted at 100, requeued and admitted again at 200
+    (it stops counting once: 4 x 100 GPU-s); w2 (2 GPUs) arrives at 50 and waits, but counts
+    only from the reading at 300 (2 x 300 GPU-s up to 600); ``(none)`` work is its own team."""
+    from types import SimpleNamespace as NS
+
+    from engine.core.types import Admit
+    from engine.sim.causes import WaitCauses
+    from engine.sim.metrics import NO_LEAF
+
+    def w(wid: str, leaf: str | None, gpus: int) -> NS:
+        return NS(id=wid, contract=NS(requested_budget=leaf, gpus=gpus))
+
+    def admit(wid: str) -> Admit:
+        return Admit(wid, None, "")  # type: ignore[arg-type]  # (only the id is read)
+
+    w1, w2, w3 = w("w1", "a", 4), w("w2", "b", 2), w("w3", None, 1)
+    counts = WaitCauses(measure_from=0.0, every=300.0)
+    counts.after_pass(0.0, [w1, w3], NS(waiting={"w1": "kept-off", "w3": "free-work"}, actions=[]))
+    counts.after_pass(50.0, [w1, w2, w3], NS(waiting={}, actions=[]))  # (not a reading: unread)
+    counts.after_pass(100.0, [w1, w2, w3], NS(waiting={}, actions=[admit("w1")]))
+    counts.after_pass(200.0, [w1, w2, w3], NS(waiting={}, actions=[admit("w1")]))
+    counts.after_pass(300.0, [w2, w3], NS(waiting={"w2": "no-room", "w3": "free-work"}, actions=[]))
+    counts.until(600.0)
+    assert counts.gpu_s == {"a": {"kept-off": 4 * 100.0}, "b": {"no-room": 2 * 300.0},
+                            NO_LEAF: {"free-work": 1 * 600.0}}
+
+
 def test_legacy_baseline_golden():
     res = simulate(tiny_config(), TRACE, "legacy")
     a, b = res.tasks["A1"], res.tasks["B1"]

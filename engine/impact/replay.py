@@ -25,8 +25,9 @@ Both runs use the budget scheduler (``engine.core.decide``) and the same seed. T
 leaves of either tree; a team's "delivered" is the GPU-hours its jobs ran (funded or free)
 and "entitled" its allocation capped hour by hour by its demand, both as
 :mod:`engine.sim.metrics` computes them; its "waiting" is the GPU-hours its pending work
-waited per cause (:mod:`engine.sim.causes`, collected in both runs). The two runs are independent and deterministic, so
-they run in two forked processes when the machine has two cores
+waited per cause (:mod:`engine.sim.causes`, read every
+:data:`~engine.impact.runs.CAUSES_EVERY_S` in both runs). The two runs are independent and
+deterministic, so they run in two forked processes when the machine has two cores
 (:func:`engine.impact.runs.simulate_all`). Gainers/losers are teams whose delivered GPU-hours
 moved by at least ``MIN_CHANGE_GPU_H``, sorted by the size of the move.
 """

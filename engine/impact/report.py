@@ -29,6 +29,7 @@ from engine.durations import approx_duration
 from engine.errors import Problem
 from engine.impact.diff import ConfigDiff
 from engine.impact.replay import ReplayImpact, TeamImpact
+from engine.impact.runs import CAUSES_EVERY_S
 
 
 def _duration(seconds: float | None) -> str:
@@ -299,7 +300,7 @@ def _waiting_table(replay: ReplayImpact) -> str | None:
              arrow(gpu_h(total(t, "before")), gpu_h(total(t, "after"))))
             for t in sorted(teams, key=lambda t: (-abs(moved(t)), t.team))]
     intro = ("GPU-hours each team's jobs waited in the queue, by the cause their status gave "
-             "(read once per scheduling interval, as in `allot simulate`'s report): *no-room* "
+             f"(read every {CAUSES_EVERY_S / 60:g} simulated minutes): *no-room* "
              "(no room even preempting all it may), *pingpong* (the anti-ping-pong rule forbade "
              "it), *kept-off* (nodes reserved for better-ranked work), *reserved* / *holding* "
              "(it held a timed reservation / a drain hold), *no-reservation*, *free-work* "

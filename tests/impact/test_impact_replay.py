@@ -203,6 +203,7 @@ def test_each_team_s_waiting_is_split_by_cause_before_and_after(tmp_path):
     table = _waiting_table(impact)
     assert table is not None
     assert "| team | kept-off | reserved | holding | total |" in table
+    assert "(read every 5 simulated minutes)" in table
     rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| x") or line.startswith("| y")]
     assert rows == ["| y", "| x"]  # y's total moved by a job's 3 h, x's not at all
     assert f"{y['kept-off'].before:.1f} → {y['kept-off'].after:.1f}" in table

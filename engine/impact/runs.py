@@ -24,8 +24,9 @@ from engine.sim.trace import Trace
 
 
 # why work waited is read every 5 simulated minutes in the replays (every scheduling interval
-# in ``allot simulate``): each reading costs about a third of a busy pass, and at every
-# interval it made the 14-day, 1,024-GPU replay a third slower (130 s against 99 s)
+# in ``allot simulate``): each reading costs about a quarter of a busy pass (engine.sim.causes),
+# and read at every interval (then at a third of a pass) it made the 14-day, 1,024-GPU
+# replay a third slower (130 s against 99 s)
 CAUSES_EVERY_S = 300.0
 
 

@@ -24,7 +24,7 @@ class SimOptions:
     # instant reached (``SimResult.truncated``); a cut run is not reproducible
     wall_limit_s: float | None = None
     # count why pending work waits, per team and cause (:mod:`engine.sim.causes`; each
-    # reading costs about a third of a busy pass, so off unless asked: ``allot simulate`` and
+    # reading costs about a quarter of a busy pass, so off unless asked: ``allot simulate`` and
     # ``allot impact`` ask), read every ``causes_every_s`` seconds at most (None: the
     # policy's scheduling interval)
     causes: bool = False

@@ -200,16 +200,27 @@ class Progress:
         self.enabled = enabled
         self.line = ProgressLine()
         self.at: dict[str, tuple[float, float]] = {n: (0.0, 0.0) for n in names}
+        self.ended = False
 
     def __call__(self, name: str, now: float, end: float) -> None:
-        if not self.enabled:
+        if not self.enabled or self.ended:
             return
         self.at[name] = (now, end)
+        self._draw(all(e and t >= e for t, e in self.at.values()))
+
+    def finish(self) -> None:
+        """End the line once the runs are over, if the last reports did not (a run whose
+        horizon is 0 never reports progress past its start)."""
+        if self.enabled and not self.ended:
+            self._draw(True)
+
+    def _draw(self, final: bool) -> None:
         parts = []
         for n, (t, e) in self.at.items():
             frac = min(1.0, t / e) if e else (1.0 if t else 0.0)
             parts.append(f"{n} {bar(frac, 20)} day {t / 86400:.2f}")
-        self.line.draw("  ".join(parts), final=all(e and t >= e for t, e in self.at.values()))
+        self.line.draw("  ".join(parts), final=final)
+        self.ended = final
 
 
 def run(args: argparse.Namespace) -> int:
@@ -230,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
     exp = run_experiment(config, trace, names, seed=args.seed,
                          options=SimOptions(cadence=args.cadence, causes=True), progress=progress,
                          parallel=args.jobs > 1)
+    progress.finish()
     paths = write_report(exp, args.out, pictures=not args.no_pictures, parallel=args.jobs > 1)
     summary = exp.summary()
     if args.format == "json":

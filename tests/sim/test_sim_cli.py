@@ -114,6 +114,13 @@ def test_progress_line_has_a_bar_per_run(capsys):
     empty, half, full = "[" + " " * 20 + "]   0.0%", "[" + "#" * 10 + " " * 10 + "]  50.0%", "[" + "#" * 20 + "] 100.0%"
     assert err == (f"\rbudget {half} day 0.50  legacy {empty} day 0.00"
                    f"\rbudget {full} day 1.00  legacy {full} day 1.00\n")
+    show.finish()  # already ended: nothing more
+    assert capsys.readouterr().err == ""
+    zero = Progress(True, ["budget"])
+    zero("budget", 0.0, 0.0)  # a run whose horizon is 0: it never reports its end
+    zero.finish()  # the command ends the line once the runs are over
+    zero("budget", 0.0, 0.0)  # (nothing after the end)
+    assert capsys.readouterr().err == f"\rbudget {empty} day 0.00\rbudget {empty} day 0.00\n"
 
 
 def test_jobs_2_runs_the_schedulers_side_by_side_with_the_same_report(tmp_path, capsys, monkeypatch):

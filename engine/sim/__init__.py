@@ -49,17 +49,21 @@ Running (``engine.sim.engine``, ``engine.sim.experiment``)::
         # trace must be prepared (every task has min_runtime and resumable set).
         # progress: callable(sim_now, horizon) or None.
     SimOptions(checkpoint_loss_s=300, restart_overhead_s=120, cadence="watch"|"interval"|"event",
-               wall_limit_s=None, causes=False)
+               wall_limit_s=None, causes=False, causes_every_s=None)
         # watch (default): passes as the reconciler runs them (engine.sim.engine docstring)
         # wall_limit_s (benchmarks): stop after that many wall seconds, horizon = where it got
         # causes: count why pending work waits, per team and cause (engine.sim.causes):
-        #   SimResult.waiting, summary teams.<team>.waiting_gpu_h, the report's "Why work waited"
-    run_experiment(config, trace, schedulers=("budget", "legacy"), seed=0, ...) -> Experiment
+        #   SimResult.waiting, summary teams.<team>.waiting_gpu_h, the report's "Why work
+        #   waited" and waiting.png; read every causes_every_s (None: the policy's interval)
+    run_experiment(config, trace, schedulers=("budget", "legacy"), seed=0, ...,
+                   parallel=False) -> Experiment
         # Experiment.results: dict[name, SimResult]; .summary() -> dict (stable keys)
-    write_report(experiment, outdir, pictures=True) -> list[Path]
-        # summary.json, report.md, tasks-<scheduler>.csv, gantt.png, usage.png, waits.png
+        # parallel: one forked worker per scheduler where it can (engine.sim.forked), same results
+    write_report(experiment, outdir, pictures=True, parallel=False) -> list[Path]
+        # summary.json, report.md, tasks-<scheduler>.csv, gantt.png, usage.png, waits.png,
+        # waiting.png (with causes); parallel: the pictures drawn in forked workers, same bytes
     engine.sim.report.text_table(summary) / markdown(summary) / summary_rows(summary)
-    engine.sim.plots.plot_gantt(results, path, (start, end)), plot_usage, plot_waits
+    engine.sim.plots.plot_gantt(results, path, (start, end)), plot_usage, plot_waits, plot_waiting
 
 Results (``engine.sim.result``, ``engine.sim.metrics``)::
 

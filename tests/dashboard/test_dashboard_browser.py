@@ -32,6 +32,10 @@ def test_page_renders_tree_charts_queue_and_timeline(page, base_url, sim_state):
     assert queue.count() == min(300, len(waiting))
     first = min(waiting, key=lambda w: sim_state.decision.statuses[w.id].queue_position or 10**9)
     assert queue.first.get_attribute("data-job") == first.id
+    # the state column names why it waits, in one word (Decision.waiting), as allot queue's WHY
+    st, cause = sim_state.decision.statuses[first.id].state, sim_state.decision.waiting.get(first.id)
+    assert queue.first.locator("td").last.inner_text() == (f"{st} ({cause})" if cause else st)
+    assert any("(" in queue.nth(i).locator("td").last.inner_text() for i in range(queue.count()))
 
     canvas = page.locator("#timeline")
     assert int(canvas.get_attribute("data-rows")) == sum(n.gpus for n in sim_state.snapshot.nodes)

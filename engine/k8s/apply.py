@@ -164,7 +164,7 @@ class Applier:
         for wid, status in sorted(decision.statuses.items()):
             if wid in touched or wid not in obs.jobs:
                 continue
-            self._explain(res, obs.jobs[wid], status, now, commit)
+            self._explain(res, obs.jobs[wid], status, now, commit, decision.waiting.get(wid))
         return res
 
     # ------------------------------------------------------------------ job writes
@@ -273,7 +273,8 @@ class Applier:
                 commit: str) -> tuple[dict, tuple[str, str, str]]:
         patch = {"metadata": {"annotations": {
             marks.STATE: "rejected", marks.REASON: act.reason, marks.CONFIG: commit or None,
-            marks.QUEUE_POSITION: None, marks.UPDATED_AT: marks.format_time(now)}}}
+            marks.QUEUE_POSITION: None, marks.WAITING: None,
+            marks.UPDATED_AT: marks.format_time(now)}}}
         return patch, ("Warning", "Rejected", f"rejected, never admitted: {act.reason}")
 
     def _hold(self, view: JobView, now: float, commit: str) -> tuple[dict, tuple[str, str, str]]:
@@ -301,10 +302,10 @@ class Applier:
         return patch, None
 
     def _explain(self, res: ApplyResult, view: JobView, status: WorkloadStatus, now: float,
-                 commit: str) -> None:
+                 commit: str, cause: str | None) -> None:
         ann = view.annotations
         running = view.kind == "running"
-        want = marks.explain_annotations(status, commit, running)
+        want = marks.explain_annotations(status, commit, running, cause)
         if not ann.get(marks.STATE):
             want[marks.STATE] = "pending"
         changed = {k: v for k, v in want.items() if ann.get(k) != v}

@@ -34,6 +34,7 @@ PREFIX = "allot.dev/"
 
 STATE = PREFIX + "state"
 REASON = PREFIX + "reason"
+WAITING = PREFIX + "waiting"  # why a pending Job still waits, in one word (Decision.waiting)
 LEAF = PREFIX + "leaf"
 RANK = PREFIX + "rank"
 METRIC = PREFIX + "rank-metric"
@@ -53,11 +54,12 @@ CORDON_REASON = PREFIX + "cordon-reason"
 
 # Annotations that only explain (refreshed at a bounded rate); a change to them alone is
 # not a reason to run a pass.
-EXPLAIN_KEYS: tuple[str, ...] = (REASON, RANK, METRIC, QUEUE_POSITION, CONFIG, UPDATED_AT, LEAF)
+EXPLAIN_KEYS: tuple[str, ...] = (REASON, RANK, METRIC, QUEUE_POSITION, CONFIG, UPDATED_AT, LEAF,
+                                  WAITING)
 # Every annotation the reconciler owns.
 OWNED_KEYS: tuple[str, ...] = (
     STATE, REASON, LEAF, RANK, METRIC, QUEUE_POSITION, STARTED_AT, PROTECTED_UNTIL, PLACEMENT,
-    GPUS, WEIGHT, CONFIG, UPDATED_AT, LAST_RUN, PREEMPTIONS, RUN_SECONDS,
+    GPUS, WEIGHT, CONFIG, UPDATED_AT, LAST_RUN, PREEMPTIONS, RUN_SECONDS, WAITING,
 )
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -188,8 +190,11 @@ class RunRecord:
             return None
 
 
-def explain_annotations(status: WorkloadStatus | None, commit: str, running: bool) -> dict:
-    """The explanation annotations for a status (values as strings, None deletes)."""
+def explain_annotations(status: WorkloadStatus | None, commit: str, running: bool,
+                        cause: str | None = None) -> dict:
+    """The explanation annotations for a status (values as strings, None deletes); ``cause``:
+    why a pending workload still waits, in one word (``Decision.waiting``, which has no word
+    for running work), so the annotation goes once the workload is admitted."""
     if status is None:
         return {}
     out: dict[str, str | None] = {
@@ -198,6 +203,7 @@ def explain_annotations(status: WorkloadStatus | None, commit: str, running: boo
         METRIC: None if status.metric is None else format_metric(status.metric),
         QUEUE_POSITION: None if status.queue_position is None else str(status.queue_position),
         CONFIG: commit or None,
+        WAITING: cause,
     }
     if not running:
         out[LEAF] = status.leaf

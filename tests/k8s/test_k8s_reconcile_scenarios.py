@@ -57,13 +57,22 @@ def test_waiting_job_is_explained_on_its_annotations(env):
     env.nodes(1)
     env.submit(job("team-a", "big", budget="team-a", min_runtime="1h", gpus=8))
     env.submit(job("team-a", "next", budget="team-a", min_runtime="1h", gpus=8))
-    env.reconciler().run_pass()
+    r = env.reconciler()
+    r.run_pass()
     a = ann(env.job("team-a", "next"))
     assert env.job("team-a", "next")["spec"]["suspend"] is True
     assert a[marks.STATE] == "pending"
     assert a[marks.REASON].startswith("waiting: needs") and "0 GPUs free" in a[marks.REASON]
     # position 2: behind "big", which this same pass admitted
     assert a[marks.QUEUE_POSITION] == "2" and a[marks.RANK] == "1" and a[marks.LEAF] == "team-a"
+    # why, in one word: it may never preempt "big" (its own budget's), so it holds the node as
+    # a drain hold until big ends; the admitted Job has no such annotation
+    assert a[marks.WAITING] == "holding"
+    assert marks.WAITING not in ann(env.job("team-a", "big"))
+    env.advance(3600)
+    env.emu.complete_job("team-a", "big")
+    assert r.run_pass().result.admitted == ["team-a/next"]
+    assert marks.WAITING not in ann(env.job("team-a", "next"))  # admitted: the word is gone
 
 
 def test_over_budget_job_is_preempted_for_an_under_budget_one(env):

@@ -7,7 +7,7 @@ report stays well under ``MAX_MARKDOWN`` by capping every table at ``MAX_ROWS`` 
 1. a title with both revisions and a one-line verdict;
 2. the summary table: every team whose delivered GPU-hours moved (gainers first, then losers,
    largest first) with its effective share before -> after, delivered and entitled
-   GPU-hours before -> after, and the change;
+   GPU-hours before -> after, the change, and the cause of waiting that moved most;
 3. cluster-wide figures before -> after (occupancy, preemptions, debug and overall waits);
 4. ``<details>`` folds: tree changes (leaves with share of parent, effective share and GPUs
    per cluster; added / removed / moved nodes; owners; principals), policy changes, waits per
@@ -106,14 +106,17 @@ def render_markdown(base_rev: str, head_rev: str, diff: ConfigDiff, replay: Repl
     effective = {c.name: c for c in diff.leaves}
     if replay is not None:
         movers = list(replay.gainers) + list(replay.losers)
+        causes = any(t.waiting for t in replay.teams)  # (the runs collected causes)
         if movers:
             parts.append(_table(
-                ("team", "effective share", "delivered GPU-h", "change", "entitled GPU-h"),
+                ("team", "effective share", "delivered GPU-h", "change", "entitled GPU-h")
+                + (("waiting that moved most",) if causes else ()),
                 ((f"**{t.team}**" if t.team in effective else t.team,
                   _share_cell(t.team, effective),
                   arrow(gpu_h(t.delivered.before), gpu_h(t.delivered.after)),
                   _change_cell(t),
-                  arrow(gpu_h(t.entitled.before), gpu_h(t.entitled.after))) for t in movers)))
+                  arrow(gpu_h(t.entitled.before), gpu_h(t.entitled.after)))
+                 + ((_most_moved(t),) if causes else ()) for t in movers)))
         else:
             parts.append("No team's delivered GPU-hours moved in the replay.")
         parts += ["", _overall_table(replay)]
@@ -166,6 +169,17 @@ def _change_cell(t: TeamImpact) -> str:
     base = t.delivered.before or 0.0
     rel = f" ({t.change / base:+.1%})".replace("-", "−") if base > 0 else ""
     return f"{signed(t.change)}{rel}"
+
+
+def _most_moved(t: TeamImpact) -> str:
+    """The cause whose waiting GPU-hours moved most for ``t`` (``kept-off +542 GPU-h``; ties:
+    :data:`~engine.core.statuses.WAIT_CAUSES` order), or a dash when none moved by 0.05."""
+    moves = [(p.after - p.before, c) for c, p in t.waiting.items()
+             if p.before is not None and p.after is not None]
+    if not moves:
+        return "–"
+    delta, cause = max(moves, key=lambda m: abs(m[0]))
+    return "–" if abs(delta) < 0.05 else f"{cause} {signed(delta)} GPU-h"
 
 
 def _number(spec: str, unit: str = "") -> Callable[[float | None], str]:

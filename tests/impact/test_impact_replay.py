@@ -233,6 +233,28 @@ def test_the_waiting_fold_skips_teams_that_did_not_wait_and_dashes_a_missing_sid
     assert _waiting_table(fake_impact({"a": 1.0})) is None
 
 
+def test_the_summary_table_names_the_waiting_that_moved_most():
+    """Each team that gained or lost gets the cause whose waiting moved most (largest in size,
+    either way), or a dash when none moved by 0.05 GPU-h; runs without causes get no column."""
+    from engine.impact.diff import ConfigDiff
+    from engine.impact.report import render_markdown
+
+    def team(name: str, change: float, waiting: dict[str, Pair]) -> TeamImpact:
+        return TeamImpact(name, Pair(100.0, 100.0 + change), Pair(90.0, 90.0), Pair(1, 1),
+                          Pair(2, 2), Pair(0, 0), waiting)
+
+    teams = (team("g", 30.0, {"kept-off": Pair(100.0, 20.0), "holding": Pair(5.0, 10.0)}),
+             team("l", -30.0, {"kept-off": Pair(1.0, 1.02), "holding": Pair(0.0, 0.0)}))
+    nothing = ConfigDiff((), (), (), (), (), (), (), ())
+    md = render_markdown("a" * 40, "b" * 40, nothing, ReplayImpact("t", 1, 3600.0, Pair(8, 8),
+                                                                         None, teams, (), {}))
+    assert "| change | entitled GPU-h | waiting that moved most |" in md
+    assert md.splitlines()[6].startswith("| g |") and md.splitlines()[6].endswith("| kept-off −80.0 GPU-h |")
+    assert md.splitlines()[7].startswith("| l |") and md.splitlines()[7].endswith("| – |")  # < 0.05
+    plain = render_markdown("a" * 40, "b" * 40, nothing, fake_impact({"g": 30.0}))
+    assert "waiting that moved most" not in plain
+
+
 def test_progress_reports_each_side_up_to_the_end(tmp_path, monkeypatch):
     """``run_replay(progress=...)`` hears the fraction of each side's horizon simulated so far:
     never falling, within [0, 1], ending at [1.0, 1.0]; run here, the head starts once the

@@ -166,13 +166,14 @@ CAUSE_COLORS = {cause: plt.get_cmap("Set2")(i) for i, cause in enumerate(WAIT_CA
 
 
 def plot_waiting(results: Sequence, path: Path) -> Path | None:
-    """``waiting.png`` (module docstring); ``None`` (and no file) when no scheduler gave causes."""
-    given = [r for r in results if any(r.waiting.values())]
+    """``waiting.png`` (module docstring); ``None`` (and no file) when no team's work waited
+    for a cause (none collected, or only work of no team waited), as the report's mention."""
+    config = results[0].config
+    leaves = sorted((leaf for leaf in config.tree.leaves() if any(leaf in r.waiting for r in results)),
+                    key=lambda l: (-config.tree.effective_share(l), l))
+    given = [r for r in results if any(leaf in r.waiting for leaf in leaves)]
     if not given:
         return None
-    config = given[0].config
-    leaves = sorted((leaf for leaf in config.tree.leaves() if any(leaf in r.waiting for r in given)),
-                    key=lambda l: (-config.tree.effective_share(l), l))
     fig, axes = plt.subplots(1, len(given), figsize=(8 * len(given), 0.45 * len(leaves) + 1.8),
                              squeeze=False)
     for ax, res in zip(axes[0], given):

@@ -63,6 +63,23 @@ def test_same_inputs_and_seed_give_byte_identical_reports(tmp_path):
     assert "waiting.png" not in (tmp_path / "plain" / "report.md").read_text()
 
 
+def test_no_waiting_picture_when_only_work_of_no_team_waited(tmp_path):
+    """Work that requests no budget waits under no team: the report's table and picture are
+    per team, so neither is written (and the report does not name the picture)."""
+    from engine.sim.engine import simulate
+    from engine.sim.plots import plot_waiting
+    from engine.sim.trace import Task, Trace
+
+    trace = Trace.of([
+        Task("paid", 0.0, 1, 4, 600.0, "y", leaf="b", min_runtime=600.0, resumable=False, klass="small"),
+        Task("anon", 30.0, 1, 4, 600.0, "x", leaf=None, min_runtime=0.0, resumable=False, klass="small"),
+    ], meta={"horizon": 3600.0})
+    res = simulate(tiny_config(), trace, "budget", options=SimOptions(cadence="interval", causes=True))
+    assert list(res.waiting) == ["(none)"]  # it did wait, under no team
+    assert plot_waiting([res], tmp_path / "waiting.png") is None
+    assert not (tmp_path / "waiting.png").exists()
+
+
 def test_monopoly_never_lends_gpus():
     cfg = tiny_config(nodes=1, gpus_per_node=4)
     from engine.sim.engine import simulate

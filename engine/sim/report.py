@@ -182,8 +182,8 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     if pictures and exp.results:
         results = list(exp.results.values())
         window = exp.gantt_window or gantt_window(results[0])
-        for r in results:
-            r.metrics()  # (once, here: the drawings read them, in whichever process)
+        # (every result's metrics, which the drawings read, were computed by exp.summary()
+        # above, before any drawing is forked)
         draw: list[Callable[[Any], Path | None]] = [
             lambda _: plot_gantt(results, out / "gantt.png", window),
             lambda _: plot_usage(results, out / "usage.png"),

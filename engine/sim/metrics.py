@@ -13,7 +13,9 @@
 * **Entitlement** (``engine.sim.entitlement``): per team and hour, the allocation capped by
   demand; **delivered** is the GPU-time the team's work ran (allocated or free). A team has
   *enough demand* when its demand reached its nominal share of capacity in at least half of the
-  hours; ``teams_at_95`` counts those teams delivered at least 95% of their entitlement.
+  hours; ``teams_at_95`` counts those teams delivered at least 95% of their entitlement, and
+  ``worst_ratio`` / ``worst_team`` name the one of them with the smallest share delivered
+  (the first in leaf order on a tie; None without such a team).
 * **Why work waited** (``teams.<team>.waiting_gpu_h``, with ``SimOptions.causes``,
   :mod:`engine.sim.causes`): GPU-hours the team's pending work waited, per cause its status
   gave after each pass (``no-room``, ``pingpong``, ``kept-off``, ``reserved``, ``holding``,
@@ -199,6 +201,7 @@ def compute_metrics(result) -> Metrics:
     waiting = getattr(result, "waiting", None) or {}  # team -> cause -> GPU-s (engine.sim.causes)
     ok = enough_n = 0
     worst: float | None = None
+    worst_team: str | None = None  # (the first in leaf order on a tie)
     ent_total = deliv_capped = 0.0
     for leaf in leaves:
         share = tree.effective_share(leaf)
@@ -217,7 +220,8 @@ def compute_metrics(result) -> Metrics:
         if enough and ratio is not None:
             enough_n += 1
             ok += ratio >= 0.95
-            worst = ratio if worst is None else min(worst, ratio)
+            if worst is None or ratio < worst:
+                worst, worst_team = ratio, leaf
     queued = sum(demand_h.values(), np.zeros(hours))
     fails = [f for f in result.failures if f[1] >= lo]
     full = capacity_h > 1e-9
@@ -250,7 +254,8 @@ def compute_metrics(result) -> Metrics:
         "entitlement": {"entitled_gpu_h": _r(ent_total, 2),
                         "delivered_within_entitlement": _r(deliv_capped / ent_total if ent_total else 0.0),
                         "teams_with_enough_demand": enough_n, "teams_at_95": ok,
-                        "worst_ratio": None if worst is None else _r(worst)},
+                        "worst_ratio": None if worst is None else _r(worst),
+                        "worst_team": worst_team},
         "teams": teams,
         "drain": {"failures": len(fails),
                   "mean_drain_s": _r(np.mean([e - f for _, f, e, _ in fails if e is not None])

@@ -51,7 +51,8 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     add("entitled GPU-h delivered", lambda s: pct(s["entitlement"]["delivered_within_entitlement"]))
     add("teams >= 95% of entitlement", lambda s: f"{s['entitlement']['teams_at_95']} of "
                                                 f"{s['entitlement']['teams_with_enough_demand']}")
-    add("worst team (enough demand)", lambda s: pct(s["entitlement"]["worst_ratio"]))
+    add("worst team (enough demand)", lambda s: pct(s["entitlement"]["worst_ratio"]) + (
+        f" ({s['entitlement']['worst_team']})" if s["entitlement"].get("worst_team") else ""))
     add("preemptions", lambda s: str(s["preemptions"]))
     add("GPU-h lost to preemption", lambda s: f"{s['gpu_hours']['lost_to_preemption']:.0f}")
     add("queued demand / capacity", lambda s: f"{s['demand_ratio']['queued_mean']:.2f}x")

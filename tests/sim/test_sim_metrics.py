@@ -90,3 +90,24 @@ def test_monopoly_never_lends_gpus():
     res = simulate(cfg, trace, "monopoly")
     assert res.tasks["x"].first_start is None  # a's quota is 2 GPUs of 4
     assert res.summary()["waits"]["overall"]["censored"] == 1
+
+
+def test_the_worst_team_is_named_beside_its_ratio():
+    """The summary names the team with enough demand that got the smallest share of its
+    entitlement (the first in leaf order on a tie), and the headline table shows it."""
+    from engine.sim.report import text_table
+
+    cfg = tiny_config(nodes=4, gpus_per_node=8)
+    trace = prepare_trace(synthetic_trace(cfg, days=0.5, tasks=150, seed=3), cfg, seed=3)
+    summary = run_experiment(cfg, trace, ("budget", "monopoly"), seed=3).summary()
+    for s in summary["schedulers"].values():
+        ent, teams = s["entitlement"], s["teams"]
+        rated = [(t["ratio"], leaf) for leaf, t in teams.items()
+                 if t["enough_demand"] and t["ratio"] is not None]
+        assert len(rated) >= 2 and len({r for r, _ in rated}) >= 2  # a real choice
+        worst = min(r for r, _ in rated)
+        assert ent["worst_team"] == next(leaf for r, leaf in rated if r == worst)
+        assert ent["worst_ratio"] == worst
+    row = next(line for line in text_table(summary).splitlines() if line.startswith("worst team"))
+    for s in summary["schedulers"].values():
+        assert f"{100 * s['entitlement']['worst_ratio']:.1f}% ({s['entitlement']['worst_team']})" in row

@@ -4,7 +4,9 @@ Cases (targets on the 2-core machine: the 30-day run under 60 s and under 2 GB):
 
 * ``synthetic30``: 30 days of the repo's h100 cluster (128 x 8 = 1,024 GPUs) with 100,000
   synthetic workloads (debug jobs, bursty teams, large gangs, node failures), offered demand
-  1.1x capacity.
+  1.1x capacity. The queue grows all month (9 pending on day 0, about 1,000 on day 29, many
+  of them 64-256-GPU gangs), so the GPUs asked by queued and running work average about 28x
+  capacity (``queued-demand=`` in the output): a stress case, far past the brief's 2-3x.
 * ``philly``: the full Philly trace (82,247 jobs, 109 days) at its own rate on h100:48
   (384 GPUs, about its average demand).
 
@@ -78,7 +80,8 @@ def run_case(name: str, config, trace, schedulers, limit: float | None,
               f"sim-days/s={reached / wall:6.3f} passes={res.decide_calls:6d} "
               f"decide={res.decide_s:6.1f}s ({1000 * res.decide_s / max(1, res.decide_calls):.2f} ms/pass) "
               f"peak-rss={rss:7.0f}MB occupancy={s['occupancy']:.3f} "
-              f"debug-p90={s['waits']['by_class']['debug']['p90_s']}s", flush=True)
+              f"debug-p90={s['waits']['by_class']['debug']['p90_s']}s "
+              f"queued-demand={s['demand_ratio']['queued_mean']:.1f}x", flush=True)
         if timed:
             timed.print()
         del res, s  # the next run starts without this one's heap (its GC scans would count)

@@ -5,7 +5,9 @@
   work, or past its min runtime), a red edge on a run that ended by preemption. One panel per
   scheduler, side by side, same window and GPUs.
 * ``usage.png``: per team, delivered GPUs over time under each scheduler against the budget
-  scheduler's entitlement (allocation capped by demand), in 6-hour means.
+  scheduler's entitlement (allocation capped by demand), hourly (in 6-hour means past 4
+  days); teams with no work in the window (nothing entitled or delivered under any
+  scheduler) get no panel, and are named under the panels instead.
 * ``waits.png``: the distribution (empirical CDF, log time axis) of queue waits per class and
   scheduler; censored waits (never started) count at their value at the horizon.
 * ``waiting.png``: why work waited (:mod:`engine.sim.causes`), for each scheduler that gave
@@ -112,12 +114,25 @@ def _bins(x: np.ndarray, k: int = 6) -> np.ndarray:
     return np.concatenate([head, [x[n:].mean()]]) if len(x) > n else head
 
 
+def usage_teams(results: Sequence) -> tuple[list[str], list[str]]:
+    """The teams of ``usage.png``, by effective share then name: those with a panel (some
+    GPU-time entitled or delivered in the window, under any scheduler) and those without."""
+    config = results[0].config
+    ref = next((r for r in results if r.scheduler == "budget"), results[0]).metrics()
+    drawn: list[str] = []
+    idle: list[str] = []
+    for leaf in sorted(config.tree.leaves(), key=lambda l: (-config.tree.effective_share(l), l)):
+        worked = ref.entitled_h[leaf].any() or any(r.metrics().delivered_h[leaf].any() for r in results)
+        (drawn if worked else idle).append(leaf)
+    return drawn, idle
+
+
 def plot_usage(results: Sequence, path: Path) -> Path:
     config = results[0].config
-    leaves = sorted(config.tree.leaves(), key=lambda l: (-config.tree.effective_share(l), l))
+    leaves, idle = usage_teams(results)
     ref = next((r for r in results if r.scheduler == "budget"), results[0]).metrics()
     cols = 4
-    nrows = (len(leaves) + cols - 1) // cols
+    nrows = max(1, (len(leaves) + cols - 1) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.3 * nrows), squeeze=False)
     k = 1 if ref.hours <= 96 else 6  # hourly points for runs of up to 4 days
     for i, leaf in enumerate(leaves):
@@ -131,8 +146,14 @@ def plot_usage(results: Sequence, path: Path) -> Path:
         ax.tick_params(labelsize=6)
     for j in range(len(leaves), nrows * cols):
         axes[j // cols][j % cols].axis("off")
-    axes[0][0].legend(fontsize=6)
-    fig.supxlabel("hours of the measured window" + (" (6-hour means)" if k > 1 else ""))
+    if leaves:
+        axes[0][0].legend(fontsize=6)
+    else:
+        axes[0][0].text(0.5, 0.5, "no team had work in the window", ha="center", va="center")
+    label = "hours of the measured window" + (" (6-hour means)" if k > 1 else "")
+    if idle:
+        label += "\nno work in the window (no panel): " + ", ".join(idle)
+    fig.supxlabel(label)
     fig.supylabel("GPUs")
     fig.tight_layout()
     fig.savefig(path, dpi=80, metadata=_META)

@@ -111,3 +111,29 @@ def test_the_worst_team_is_named_beside_its_ratio():
     row = next(line for line in text_table(summary).splitlines() if line.startswith("worst team"))
     for s in summary["schedulers"].values():
         assert f"{100 * s['entitlement']['worst_ratio']:.1f}% ({s['entitlement']['worst_team']})" in row
+
+
+def test_usage_picture_names_the_teams_without_work_instead_of_drawing_them(tmp_path):
+    """A team with nothing entitled or delivered in the window gets no panel of flat zeros;
+    one that only ran (or only waited) keeps its panel."""
+    from engine.sim.engine import simulate
+    from engine.sim.plots import plot_usage, usage_teams
+    from engine.sim.trace import Task, Trace
+
+    cfg = tiny_config(nodes=1, gpus_per_node=4)
+    only_a = Trace.of([Task("x", 0.0, 1, 2, 3600.0, "o", leaf="a", min_runtime=600.0,
+                            resumable=False, klass="small")], meta={"horizon": 7200.0})
+    runs = [simulate(cfg, only_a, s) for s in ("budget", "legacy")]
+    assert usage_teams(runs) == (["a"], ["b"])
+    assert plot_usage(runs, tmp_path / "usage.png").stat().st_size > 0
+    waits_b = Trace.of([Task("x", 0.0, 1, 4, 7200.0, "o", leaf="a", min_runtime=7200.0,
+                             resumable=False, klass="small"),
+                        Task("y", 60.0, 1, 4, 600.0, "o", leaf="b", min_runtime=600.0,
+                             resumable=False, klass="small")], meta={"horizon": 3600.0})
+    runs = [simulate(cfg, waits_b, "budget")]
+    assert runs[0].tasks["y"].first_start is None  # b only waited: entitled, not delivered
+    assert usage_teams(runs) == (["a", "b"], [])
+    nothing = Trace.of([], meta={"horizon": 3600.0})
+    runs = [simulate(cfg, nothing, "budget")]
+    assert usage_teams(runs) == ([], ["a", "b"])
+    assert plot_usage(runs, tmp_path / "empty.png").stat().st_size > 0

@@ -36,6 +36,7 @@ from engine.core.statuses import WAIT_CAUSES  # noqa: E402
 from engine.sim.trace import CLASSES  # noqa: E402
 
 _META = {"Software": None}
+CLASS_WORDS = {"debug": "debug jobs", "small": "small jobs", "large": "large gangs (64+ GPUs)"}
 MAX_ROWS = 256
 
 
@@ -164,15 +165,20 @@ def plot_usage(results: Sequence, path: Path) -> Path:
 def plot_waits(results: Sequence, path: Path) -> Path:
     fig, axes = plt.subplots(1, len(CLASSES), figsize=(5 * len(CLASSES), 3.5), squeeze=False)
     for ax, klass in zip(axes[0], CLASSES):
+        drawn = False
         for res in results:
             w = np.sort(res.metrics().waits_by_class[klass])
             if len(w):
                 ax.step(np.maximum(w, 1.0), np.arange(1, len(w) + 1) / len(w), where="post",
                         label=f"{res.scheduler} (n={len(w)})")
+                drawn = True
         ax.set_xscale("log")
         ax.axvline(120, color="0.5", linestyle=":", linewidth=1)
         ax.set_title(f"{klass} queue wait")
-        ax.set_xlabel("seconds (dotted: 2 min)")
+        ax.set_xlabel("seconds (0 s drawn at 1 s; dotted: 2 min)")
+        if not drawn:
+            ax.text(0.5, 0.5, f"no {CLASS_WORDS.get(klass, klass)} in the window", ha="center",
+                    va="center", transform=ax.transAxes, color="0.4")
         ax.set_ylim(0, 1.01)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)

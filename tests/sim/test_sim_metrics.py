@@ -137,3 +137,19 @@ def test_usage_picture_names_the_teams_without_work_instead_of_drawing_them(tmp_
     runs = [simulate(cfg, nothing, "budget")]
     assert usage_teams(runs) == ([], ["a", "b"])
     assert plot_usage(runs, tmp_path / "empty.png").stat().st_size > 0
+
+
+def test_waits_picture_says_which_class_had_no_jobs(tmp_path, monkeypatch):
+    """A class with no job in the window gets a word in its panel, not an empty plot."""
+    from engine.sim import plots
+    from engine.sim.engine import simulate
+    from engine.sim.trace import Task, Trace
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    trace = Trace.of([Task("x", 0.0, 1, 2, 600.0, "o", leaf="a", min_runtime=600.0,
+                           resumable=False, klass="small")], meta={"horizon": 3600.0})
+    plots.plot_waits([simulate(tiny_config(), trace, "budget")], tmp_path / "waits.png")
+    (fig,) = figures
+    words = [[t.get_text() for t in ax.texts] for ax in fig.axes]
+    assert words == [["no debug jobs in the window"], [], ["no large gangs (64+ GPUs) in the window"]]

@@ -3,7 +3,7 @@
 * ``gantt.png``: the brief's picture. One row per GPU, one bar per task run, one hue per team
   (budget leaf; grey for work with none), hatched while the run is preemptible (unallocated
   work, or past its min runtime), a red edge on a run that ended by preemption. One panel per
-  scheduler, side by side, same window and GPUs.
+  scheduler, side by side, same window and GPUs. The legend lists the teams drawn.
 * ``usage.png``: per team, delivered GPUs over time under each scheduler against the budget
   scheduler's entitlement (allocation capped by demand), hourly (in 6-hour means past 4
   days); teams with no work in the window (nothing entitled or delivered under any
@@ -65,6 +65,7 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
     scale = 3600.0
     fig, axes = plt.subplots(1, len(results), figsize=(7 * len(results), 0.03 * len(rows) + 3),
                              sharey=True, squeeze=False)
+    shown: set[str | None] = set()  # the teams drawn (None: work of no team), for the legend
     for ax, res in zip(axes[0], results):
         polys: dict[tuple, list] = {}
         for s in res.segments:
@@ -91,6 +92,7 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
                 ax.add_collection(PolyCollection(boxes, facecolors="red", edgecolors="red",
                                                  linewidths=0.8))
                 continue
+            shown.add(leaf if leaf in colors else None)
             ax.add_collection(PolyCollection(boxes, facecolors=[colors.get(leaf, colors[None])],
                                              edgecolors="white" if hatch else "none",
                                              hatch="////" if hatch else None, linewidths=0.0))
@@ -99,7 +101,9 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
         ax.set_title(f"{res.scheduler}")
         ax.set_xlabel(f"hours from t={a / 3600.0:.1f} h")
     axes[0][0].set_ylabel(f"GPU (first {len(rows)})" if len(rows) == MAX_ROWS else "GPU")
-    handles = [Patch(facecolor=colors[l], label=l) for l in sorted(config.tree.leaves())]
+    handles = [Patch(facecolor=colors[l], label=l) for l in sorted(config.tree.leaves()) if l in shown]
+    if None in shown:
+        handles.append(Patch(facecolor=colors[None], label="(no team)"))
     handles += [Patch(facecolor="white", edgecolor="black", hatch="////", label="preemptible"),
                 Patch(facecolor="red", label="preempted")]
     fig.legend(handles=handles, loc="lower center", ncol=min(7, len(handles)), fontsize=7)

@@ -153,3 +153,21 @@ def test_waits_picture_says_which_class_had_no_jobs(tmp_path, monkeypatch):
     (fig,) = figures
     words = [[t.get_text() for t in ax.texts] for ax in fig.axes]
     assert words == [["no debug jobs in the window"], [], ["no large gangs (64+ GPUs) in the window"]]
+
+
+def test_gantt_legend_lists_the_teams_drawn_and_work_of_no_team(tmp_path, monkeypatch):
+    from engine.sim import plots
+    from engine.sim.engine import simulate
+    from engine.sim.trace import Task, Trace
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    trace = Trace.of([Task("x", 0.0, 1, 2, 600.0, "o", leaf="a", min_runtime=600.0,
+                           resumable=False, klass="small"),
+                      Task("free", 0.0, 1, 1, 600.0, "o", leaf=None, min_runtime=0.0,
+                           resumable=False, klass="small")], meta={"horizon": 3600.0})
+    res = simulate(tiny_config(), trace, "budget")
+    plots.plot_gantt([res], tmp_path / "gantt.png", (0.0, 3600.0))
+    (fig,) = figures
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "(no team)", "preemptible", "preempted"]

@@ -40,10 +40,19 @@ CLASS_WORDS = {"debug": "debug jobs", "small": "small jobs", "large": "large gan
 MAX_ROWS = 256
 
 
+# tab20, its strong hues first, without its red (the preempted edge's colour) and its two
+# greys (work of no team's)
+TEAM_PALETTE = [plt.get_cmap("tab20")(i) for i in (*range(0, 20, 2), *range(1, 20, 2))
+                if i not in (6, 14, 15)]
+NO_TEAM_COLOR = (0.6, 0.6, 0.6, 1.0)
+
+
 def team_colors(leaves: Sequence[str]) -> dict[str | None, tuple]:
-    cmap = plt.get_cmap("tab20")
-    out: dict[str | None, tuple] = {leaf: cmap(i % 20) for i, leaf in enumerate(sorted(leaves))}
-    out[None] = (0.6, 0.6, 0.6, 1.0)
+    """A hue per team, strong hues first in the order given (repeating past 17 teams); grey
+    for work of no team."""
+    n = len(TEAM_PALETTE)
+    out: dict[str | None, tuple] = {leaf: TEAM_PALETTE[i % n] for i, leaf in enumerate(leaves)}
+    out[None] = NO_TEAM_COLOR
     return out
 
 
@@ -60,7 +69,8 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
                                    for i in range(c.nodes) for g in range(c.gpus_per_node)]
     rows = rows[:MAX_ROWS]
     row_of = {r: i for i, r in enumerate(rows)}
-    colors = team_colors(config.tree.leaves())
+    tree = config.tree  # the largest teams get the strongest hues
+    colors = team_colors(sorted(tree.leaves(), key=lambda l: (-tree.effective_share(l), l)))
     a, b = window
     scale = 3600.0
     fig, axes = plt.subplots(1, len(results), figsize=(7 * len(results), 0.03 * len(rows) + 3),

@@ -171,3 +171,17 @@ def test_gantt_legend_lists_the_teams_drawn_and_work_of_no_team(tmp_path, monkey
     (fig,) = figures
     (legend,) = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == ["a", "(no team)", "preemptible", "preempted"]
+
+
+def test_team_hues_are_not_the_preempted_red_nor_the_grey_of_work_of_no_team():
+    import math
+
+    from engine.sim.plots import team_colors
+
+    colors = team_colors([f"team-{i:02d}" for i in range(17)])
+    hues = [c[:3] for leaf, c in colors.items() if leaf is not None]
+    assert len(set(hues)) == 17
+    for c in hues:
+        assert math.dist(c, (1.0, 0.0, 0.0)) > 0.4  # the preempted edge
+        assert max(c) - min(c) > 0.1  # a hue, not a grey like work of no team's
+    assert max(colors[None][:3]) == min(colors[None][:3])

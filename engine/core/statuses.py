@@ -125,6 +125,10 @@ def _ranked_below(p: PassView, rank: int, leaves: tuple[str, ...]) -> tuple[str,
     return tuple(x for x in leaves if p.ranks[x].rank > rank)
 
 
+# the team (budget leaf) label of work charged to none, wherever work is counted per team:
+# the simulator's metrics and report, the reconciler's metrics, the Gantt legend
+NO_TEAM = "(none)"
+
 # the words of :func:`waiting_causes`, in the order a report shows them
 WAIT_CAUSES = ("no-room", "pingpong", "kept-off", "reserved", "holding", "no-reservation",
                "free-work")

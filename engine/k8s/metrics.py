@@ -34,6 +34,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from engine.core.statuses import NO_TEAM
+
 if TYPE_CHECKING:
     from engine.core.types import Decision, Workload
 
@@ -83,9 +85,6 @@ def _number(value: float) -> str:
     return repr(float(value)) if value != int(value) else str(int(value))
 
 
-NO_BUDGET = "(none)"  # the leaf label of unfunded work that requests no budget
-
-
 def waiting_gpus(pending: Iterable[Workload], decision: Decision) -> dict[Labels, float]:
     """``allot_waiting_gpus``: GPUs of the ``pending`` workloads still waiting after
     ``decision``, per budget requested and cause (admitted and rejected work has no cause)."""
@@ -94,7 +93,7 @@ def waiting_gpus(pending: Iterable[Workload], decision: Decision) -> dict[Labels
     for w in pending:
         cause = causes.get(w.id)
         if cause is not None:
-            key = (("cause", cause), ("leaf", w.contract.requested_budget or NO_BUDGET))
+            key = (("cause", cause), ("leaf", w.contract.requested_budget or NO_TEAM))
             out[key] = out.get(key, 0.0) + w.contract.gpus
     return out
 

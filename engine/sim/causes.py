@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from engine.core.explain import LazyMap
+from engine.core.statuses import NO_TEAM
 from engine.core.types import Action, Admit, Decision, Workload
-from engine.sim.metrics import NO_LEAF
 
 
 class WaitCauses:
@@ -67,7 +67,7 @@ class WaitCauses:
 
     def _learn(self, w: Workload) -> tuple[str, int]:
         c = w.contract
-        got = self._team[w.id] = (c.requested_budget or NO_LEAF, c.gpus)
+        got = self._team[w.id] = (c.requested_budget or NO_TEAM, c.gpus)
         return got
 
     def _started(self, actions: Sequence[Action]) -> None:

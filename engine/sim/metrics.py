@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.core.statuses import NO_TEAM
 from engine.sim.entitlement import entitlement, hourly_integral
 from engine.sim.prepare import capacity as config_capacity, demand_ratio
 from engine.sim.trace import CLASSES
@@ -52,7 +53,6 @@ from engine.sim.trace import CLASSES
 SUMMARY_KEYS = ("scheduler", "horizon_s", "measured_s", "tasks", "waits", "preemptions", "gpu_hours",
                 "occupancy", "unallocated_share", "demand_ratio", "entitlement", "teams",
                 "drain", "decide_calls", "idle")
-NO_LEAF = "(none)"
 
 
 def _r(x: float, nd: int = 4) -> float:
@@ -128,7 +128,7 @@ def compute_metrics(result) -> Metrics:
             w, c = started - rec.submit, 0  # rec.wait
         every.append(w)
         cens[("all", "")] += c
-        for key in (("class", rec.klass), ("team", rec.leaf or NO_LEAF)):
+        for key in (("class", rec.klass), ("team", rec.leaf or NO_TEAM)):
             if key in groups:
                 groups[key].append(w)
                 cens[key] += c
@@ -181,9 +181,9 @@ def compute_metrics(result) -> Metrics:
     capacity_h[-1] = cap_gpus * (span - (hours - 1) * 3600.0) / 3600.0
     capacity_h -= hourly_integral(down_s, down_e, down_w, hours)
     leaves = list(tree.leaves())
-    seg_at = _positions([s.leaf or NO_LEAF for s in segs])
+    seg_at = _positions([s.leaf or NO_TEAM for s in segs])
     live = [r for r in result.tasks.values() if r.end is None or r.end > lo]  # demand in window
-    r_at = _positions([r.leaf or NO_LEAF for r in live])
+    r_at = _positions([r.leaf or NO_TEAM for r in live])
     r_sub = np.fromiter((max(r.submit, lo) - lo for r in live), float, len(live))
     r_end = np.fromiter((horizon - lo if r.end is None else r.end - lo for r in live), float, len(live))
     r_gpus = np.fromiter((r.gpus for r in live), float, len(live))

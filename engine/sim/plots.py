@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from engine.core.statuses import WAIT_CAUSES  # noqa: E402
+from engine.core.statuses import NO_TEAM, WAIT_CAUSES  # noqa: E402
 from engine.sim.trace import CLASSES  # noqa: E402
 
 _META = {"Software": None}
@@ -113,7 +113,7 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
     axes[0][0].set_ylabel(f"GPU (first {len(rows)})" if len(rows) == MAX_ROWS else "GPU")
     handles = [Patch(facecolor=colors[l], label=l) for l in sorted(config.tree.leaves()) if l in shown]
     if None in shown:
-        handles.append(Patch(facecolor=colors[None], label="(no team)"))
+        handles.append(Patch(facecolor=colors[None], label=NO_TEAM))
     handles += [Patch(facecolor="white", edgecolor="black", hatch="////", label="preemptible"),
                 Patch(facecolor="red", label="preempted")]
     fig.legend(handles=handles, loc="lower center", ncol=min(7, len(handles)), fontsize=7)

@@ -111,7 +111,8 @@ def test_waiting_gpus_sum_per_budget_and_cause():
     none under ``(none)``; work the pass admits (no cause) not counted."""
     from types import SimpleNamespace as NS
 
-    from engine.k8s.metrics import NO_BUDGET, waiting_gpus
+    from engine.core.statuses import NO_TEAM
+    from engine.k8s.metrics import waiting_gpus
 
     def w(wid: str, budget: str | None, gpus: int) -> NS:
         return NS(id=wid, contract=NS(requested_budget=budget, gpus=gpus))
@@ -122,7 +123,7 @@ def test_waiting_gpus_sum_per_budget_and_cause():
                            "f1": "free-work"})
     assert waiting_gpus(pending, decision) == {
         (("cause", "kept-off"), ("leaf", "a")): 12.0, (("cause", "holding"), ("leaf", "a")): 2.0,
-        (("cause", "kept-off"), ("leaf", "b")): 1.0, (("cause", "free-work"), ("leaf", NO_BUDGET)): 2.0}
+        (("cause", "kept-off"), ("leaf", "b")): 1.0, (("cause", "free-work"), ("leaf", NO_TEAM)): 2.0}
 
 
 def test_metrics_and_health_endpoints_over_http():

@@ -87,7 +87,7 @@ def test_between_readings_admitted_work_stops_counting_once_and_new_work_waits_f
 
     from engine.core.types import Admit
     from engine.sim.causes import WaitCauses
-    from engine.sim.metrics import NO_LEAF
+    from engine.core.statuses import NO_TEAM
 
     def w(wid: str, leaf: str | None, gpus: int) -> NS:
         return NS(id=wid, contract=NS(requested_budget=leaf, gpus=gpus))
@@ -104,7 +104,7 @@ def test_between_readings_admitted_work_stops_counting_once_and_new_work_waits_f
     counts.after_pass(300.0, [w2, w3], NS(waiting={"w2": "no-room", "w3": "free-work"}, actions=[]))
     counts.until(600.0)
     assert counts.gpu_s == {"a": {"kept-off": 4 * 100.0}, "b": {"no-room": 2 * 300.0},
-                            NO_LEAF: {"free-work": 1 * 600.0}}
+                            NO_TEAM: {"free-work": 1 * 600.0}}
 
 
 def test_legacy_baseline_golden():

@@ -170,7 +170,7 @@ def test_gantt_legend_lists_the_teams_drawn_and_work_of_no_team(tmp_path, monkey
     plots.plot_gantt([res], tmp_path / "gantt.png", (0.0, 3600.0))
     (fig,) = figures
     (legend,) = fig.legends
-    assert [t.get_text() for t in legend.get_texts()] == ["a", "(no team)", "preemptible", "preempted"]
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "(none)", "preemptible", "preempted"]
 
 
 def test_team_hues_are_not_the_preempted_red_nor_the_grey_of_work_of_no_team():

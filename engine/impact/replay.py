@@ -202,15 +202,21 @@ def ramp_up_day(trace) -> float:
 def window_for(trace, capacity_gpus: int, spec: ReplaySpec) -> tuple[Any, float]:
     """Cut and compress the trace: returns (window of the trace, compression factor ``f``).
 
-    ``f`` is chosen on the rest of the trace (from the start day on) so that its offered
-    demand is ``demand_ratio`` times ``capacity_gpus`` (1 when no ratio is asked); the window
-    then covers ``days * f`` days of trace time, which compress to ``days`` simulated days.
-    When the trace ends earlier, the tail of the horizon has no submissions (a note says so).
+    The window covers ``days * f`` days of trace time, which compress to ``days`` simulated
+    days; ``f`` is chosen so that the window itself offers ``demand_ratio`` times
+    ``capacity_gpus`` (:func:`~engine.sim.prepare.window_compression`; 1 when no ratio is
+    asked). Without ``days`` (the whole trace) ``f`` is chosen on the whole rest of the trace.
+    (Choosing it on the rest of the trace for a few days' window, as a first version did,
+    replayed Philly's first simulated day from day 28 at 0.50x capacity instead of 1.1x, and
+    its first 3 days at 0.90x.) When the trace ends earlier, the tail of the horizon has no
+    submissions (a note says so).
     """
-    from engine.sim.prepare import compression_for_ratio
+    from engine.sim.prepare import compression_for_ratio, window_compression
 
     factor = 1.0
-    if spec.demand_ratio:
+    if spec.demand_ratio and spec.days:
+        factor = window_compression(trace, capacity_gpus, spec.days * 86400.0, spec.demand_ratio)
+    elif spec.demand_ratio:
         factor = compression_for_ratio(trace, capacity_gpus, spec.demand_ratio)
     if spec.days:
         trace = trace.window(0.0, spec.days * 86400.0 * factor)

@@ -27,7 +27,8 @@ Classes: ``debug`` as above, ``large`` for gangs of ``large_gpus`` (64) GPUs or 
 **Compression.** Dividing submit times by ``f`` multiplies demand by about ``f``.
 :func:`demand_ratio` is the GPU-seconds the tasks would consume inside the horizon (each
 runtime clipped at the horizon) over the capacity's GPU-seconds; :func:`compression_for_ratio`
-finds ``f`` by bisection (the ratio is increasing in ``f``).
+finds ``f`` by bisection (the ratio is increasing in ``f``), and :func:`window_compression`
+finds it for the first simulated days of a trace (the window of trace time grows with ``f``).
 """
 
 from __future__ import annotations
@@ -218,9 +219,30 @@ def demand_ratio(trace: Trace, capacity_gpus: int, factor: float = 1.0) -> float
 
 def compression_for_ratio(trace: Trace, capacity_gpus: int, ratio: float) -> float:
     """The factor ``f`` with ``demand_ratio(trace, capacity, f) == ratio`` (bisection)."""
-    at = _ratio_of(trace, capacity_gpus)
+    return _solve(_ratio_of(trace, capacity_gpus), ratio, trace.name)
+
+
+def window_compression(trace: Trace, capacity_gpus: int, seconds: float, ratio: float) -> float:
+    """The factor ``f`` such that the trace's first ``seconds x f`` of submissions, compressed
+    by ``f`` into a horizon of ``seconds``, offer ``ratio`` times the capacity (each runtime
+    clipped at that horizon): the window's own demand, when a replay asks for a number of
+    simulated days rather than a window of trace time. A larger ``f`` takes more of the
+    trace and moves every submission earlier, so the demand only grows with it (bisection)."""
+    if not trace.tasks or seconds <= 0 or capacity_gpus <= 0:
+        return _solve(lambda factor: 0.0, ratio, trace.name)
+    sub, run, gpus = _arrays(trace)
+    scale = seconds * capacity_gpus
+
+    def at(factor: float) -> float:
+        room = seconds - sub / factor  # simulated time left after each submission
+        return float((gpus * np.minimum(run, np.maximum(room, 0.0))).sum() / scale)
+    return _solve(at, ratio, trace.name)
+
+
+def _solve(at: Callable[[float], float], ratio: float, name: str) -> float:
+    """The factor where the increasing ``at`` reaches ``ratio`` (bisection, 6 digits)."""
     if at(1e6) < ratio:
-        raise UserError([Problem(trace.name, 0, 0, f"trace cannot reach demand ratio {ratio:g}",
+        raise UserError([Problem(name, 0, 0, f"trace cannot reach demand ratio {ratio:g}",
                                  "lower --demand-ratio or use a smaller cluster")])
     lo, hi = 1e-4, 1e6
     for _ in range(200):

@@ -280,3 +280,33 @@ def test_progress_reports_each_side_up_to_the_end(tmp_path, monkeypatch):
     check(parallel)
     one = run_replay(base, head, spec(path, parallel=False))
     assert replace(one, wall_s=0.0) == replace(two, wall_s=0.0)
+
+
+def test_a_replay_of_a_few_days_offers_the_demand_asked_in_those_days():
+    """The compression is chosen on the replayed window itself: a trace that starts quiet and
+    gets busy still offers ``demand_ratio`` x capacity over the first simulated day (chosen
+    on the whole trace, that day offered a third of it)."""
+    from engine.impact.replay import window_for
+    from engine.sim.prepare import compress, demand_ratio
+
+    quiet = [Task(f"q{i}", i * 3600.0, 1, 1, 1800.0, "x", leaf="x") for i in range(48)]
+    busy = [Task(f"b{i}", 172800.0 + i * 600.0, 1, 8, 7200.0, "x", leaf="x") for i in range(432)]
+    trace = Trace.of(quiet + busy)
+    for days in (1.0, 2.5):
+        window, factor = window_for(trace, 32, ReplaySpec(days=days, demand_ratio=1.1))
+        replayed = compress(window, factor)
+        assert replayed.meta["horizon"] == pytest.approx(days * 86400.0)
+        assert demand_ratio(replayed, 32) == pytest.approx(1.1, rel=1e-4)
+    whole, factor = window_for(trace, 32, ReplaySpec(days=None, demand_ratio=1.1))
+    assert demand_ratio(compress(whole, factor), 32) == pytest.approx(1.1, rel=1e-4)
+    first_day = compress(trace.window(0.0, 86400.0 * factor), factor)
+    assert demand_ratio(first_day, 32) < 0.5  # the whole trace's factor, on its first day
+
+
+def test_a_window_that_cannot_offer_the_demand_is_refused():
+    from engine.errors import UserError
+    from engine.impact.replay import window_for
+
+    trace = Trace.of([Task("a", 0.0, 1, 1, 60.0, "x", leaf="x")])
+    with pytest.raises(UserError, match="cannot reach demand ratio 1.1"):
+        window_for(trace, 32, ReplaySpec(days=1.0, demand_ratio=1.1))

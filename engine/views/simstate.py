@@ -25,7 +25,7 @@ replayed over a seeded synthetic trace (:func:`engine.sim.synthetic.synthetic_tr
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from engine.core.ledger import Ledger
 from engine.core.types import Placement, Running, Snapshot, as_run
@@ -43,8 +43,10 @@ HISTORY_KINDS = ("submit", "start", "preempt", "complete", "reject", "kill")
 
 def default_simulation(config: Config | None = None, *, days: float = DEFAULT_DAYS,
                        tasks: int = DEFAULT_TASKS, demand_ratio: float = DEFAULT_DEMAND,
-                       seed: int = 0, horizon: float | None = None) -> SimResult:
-    """Run the embedded default: ``config`` (default: the repository's) on a synthetic trace."""
+                       seed: int = 0, horizon: float | None = None,
+                       progress: Callable[[float, float], None] | None = None) -> SimResult:
+    """Run the embedded default: ``config`` (default: the repository's) on a synthetic trace
+    (``progress(simulated time, horizon)``: as :func:`~engine.sim.engine.simulate` calls it)."""
     from engine.loader import load_config
     from engine.sim.prepare import prepare_trace
     from engine.sim.synthetic import synthetic_trace
@@ -53,17 +55,18 @@ def default_simulation(config: Config | None = None, *, days: float = DEFAULT_DA
     trace = prepare_trace(synthetic_trace(config, days=days, tasks=tasks,
                                           demand_ratio_target=demand_ratio, seed=seed),
                           config, seed=seed)
-    return simulate(config, trace, seed=seed, horizon=horizon)
+    return simulate(config, trace, seed=seed, horizon=horizon, progress=progress)
 
 
 def run_trace(config: Config, trace_ref: str, *, seed: int = 0, horizon: float | None = None,
-              demand_ratio: float | None = None) -> SimResult:
+              demand_ratio: float | None = None,
+              progress: Callable[[float, float], None] | None = None) -> SimResult:
     """Load ``trace_ref`` (bundled name or file), prepare it for ``config`` and simulate it."""
     from engine.sim.importers import load_trace
     from engine.sim.prepare import prepare_trace
 
     trace = prepare_trace(load_trace(trace_ref), config, demand_ratio_target=demand_ratio, seed=seed)
-    return simulate(config, trace, seed=seed, horizon=horizon)
+    return simulate(config, trace, seed=seed, horizon=horizon, progress=progress)
 
 
 def remaining_runtime(task, segments, opt: SimOptions) -> float:

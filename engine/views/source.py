@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from engine.commands import seconds_arg
+from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
 from engine.views.state import ViewState
 
 URL_TIMEOUT_S = 30.0
-
-
 
 
 def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
@@ -55,6 +55,8 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                    help="a reconciler's (or allot dashboard's) address; reads URL/api/state")
     g.add_argument("--state", metavar="FILE", default=None,
                    help="a view state saved from /api/state")
+    g.add_argument("--progress", action="store_true",
+                   help="show the simulation's progress on stderr even when not a TTY (shown on a TTY)")
     if formats:
         parser.add_argument("--format", choices=("text", "json"), default="text",
                             help="output format (default: text)")
@@ -92,6 +94,26 @@ def load_state(args: argparse.Namespace) -> ViewState:
     return simulated_state(args)
 
 
+class SimProgress:
+    """The state's simulation as one progress line on stderr (``allot: simulating ... [###  ]
+    42.0%``), when ``enabled``; the simulator calls it with (simulated time, horizon)."""
+
+    def __init__(self, enabled: bool, what: str = "") -> None:
+        self.enabled, self.what = enabled, what
+        self.line = ProgressLine() if enabled else None
+        self.fraction = 0.0
+
+    def __call__(self, now: float, horizon: float) -> None:
+        if self.line is not None:
+            self.fraction = min(1.0, now / horizon) if horizon > 0 else 1.0
+            self.line.draw(f"allot: simulating {self.what} {bar(self.fraction, 30)}")
+
+    def finish(self) -> None:
+        """End the line (at 100%: the simulation is over)."""
+        if self.line is not None:
+            self.line.draw(f"allot: simulating {self.what} {bar(1.0, 30)}", final=True)
+
+
 def simulated_state(args: argparse.Namespace) -> ViewState:
     from engine.loader import load_config
     from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS, default_simulation, run_trace, state_from_sim
@@ -100,15 +122,20 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
     at = getattr(args, "at", None)
     if at is not None and at <= 0:
         raise UserError([Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h")])
+    show = SimProgress(getattr(args, "progress", False) or sys.stderr.isatty())
     if getattr(args, "trace", None):
-        result = run_trace(config, args.trace, seed=args.seed, horizon=at)
+        show.what = f"trace {args.trace}"
+        result = run_trace(config, args.trace, seed=args.seed, horizon=at, progress=show)
     else:
         days = args.days
         tasks = args.tasks or max(1, round(DEFAULT_TASKS * days / DEFAULT_DAYS))
         if at is not None and at > days * 86400:
             raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the {days:g}-day "
                                      f"simulation", "lower --at or raise --days")])
-        result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at)
+        show.what = f"the embedded default ({days:g} days, {tasks:,} jobs)"
+        result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
+                                    progress=show)
+    show.finish()
     if at is not None and at > result.horizon:
         raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
                                  f"({result.horizon:g}s)", "lower --at")])

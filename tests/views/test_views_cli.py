@@ -87,3 +87,15 @@ def test_a_missing_state_file_or_url_is_a_user_error(capsys, tmp_path):
     assert code == 1 and "cannot read the state" in err
     code, _, err = _run(capsys, "queue", "--url", "http://127.0.0.1:9")
     assert code == 1 and "cannot read the state from http://127.0.0.1:9/api/state" in err
+
+
+def test_a_simulated_state_shows_its_progress_on_stderr_when_asked(capsys):
+    """The embedded default takes tens of seconds: a progress line on stderr (on a TTY, or
+    with --progress), ended at 100%; stdout holds only the view; none otherwise."""
+    code, out, err = _run(capsys, "queue", "--days", "0.1", "--tasks", "60", "--progress",
+                          "--format", "json")
+    assert code == 0 and json.loads(out)["queue"] is not None
+    assert err.startswith("\rallot: simulating the embedded default (0.1 days, 60 jobs) [")
+    assert err.endswith("100.0%\n")
+    code, out, err = _run(capsys, "queue", "--days", "0.1", "--tasks", "60", "--format", "json")
+    assert code == 0 and err == ""  # (capsys's stderr is no TTY)

@@ -7,9 +7,10 @@ so the trace is prepared once per side from the *same* owner-to-leaf mapping:
    documented trace format; default :data:`DEFAULT_TRACE`, the simulator's default) from a
    start day: the one given, else for the default trace where the simulator's embedded
    experiment starts (day 28 of Philly), else past the trace's ramp-up (:func:`ramp_up_day`);
-2. submit times are compressed so the offered demand is ``demand_ratio`` times the *base*
-   capacity (default 1.1 as in ``allot simulate``: queued demand then runs at 2-4x), and
-   ``days`` simulated days are cut (``days x factor`` days of trace time); the head replays
+2. ``days`` simulated days are cut (``days x factor`` days of trace time), their submit
+   times compressed by ``factor`` so that those days offer ``demand_ratio`` times the *base*
+   capacity (default 1.1 as in ``allot simulate``: queued demand then runs at 2-4x; see
+   :func:`window_for`); the head replays
    the same submissions, so a capacity change in the head shows as more or less headroom,
    not as a different workload;
 3. the owner-to-leaf mapping is the one given (``--mapping``), else the bundled trace's own

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import matplotlib
 
@@ -47,6 +47,11 @@ TEAM_PALETTE = [plt.get_cmap("tab20")(i) for i in (*range(0, 20, 2), *range(1, 2
 NO_TEAM_COLOR = (0.6, 0.6, 0.6, 1.0)
 
 
+def by_share(tree, leaves: Iterable[str]) -> list[str]:
+    """``leaves`` by effective share (largest first), then name: the order of every picture."""
+    return sorted(leaves, key=lambda l: (-tree.effective_share(l), l))
+
+
 def team_colors(leaves: Sequence[str]) -> dict[str | None, tuple]:
     """A hue per team, strong hues first in the order given (repeating past 17 teams); grey
     for work of no team."""
@@ -69,8 +74,7 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
                                    for i in range(c.nodes) for g in range(c.gpus_per_node)]
     rows = rows[:MAX_ROWS]
     row_of = {r: i for i, r in enumerate(rows)}
-    tree = config.tree  # the largest teams get the strongest hues
-    colors = team_colors(sorted(tree.leaves(), key=lambda l: (-tree.effective_share(l), l)))
+    colors = team_colors(by_share(config.tree, config.tree.leaves()))  # strongest hues: largest teams
     a, b = window
     scale = 3600.0
     fig, axes = plt.subplots(1, len(results), figsize=(7 * len(results), 0.03 * len(rows) + 3),
@@ -136,7 +140,7 @@ def usage_teams(results: Sequence) -> tuple[list[str], list[str]]:
     ref = next((r for r in results if r.scheduler == "budget"), results[0]).metrics()
     drawn: list[str] = []
     idle: list[str] = []
-    for leaf in sorted(config.tree.leaves(), key=lambda l: (-config.tree.effective_share(l), l)):
+    for leaf in by_share(config.tree, config.tree.leaves()):
         worked = ref.entitled_h[leaf].any() or any(r.metrics().delivered_h[leaf].any() for r in results)
         (drawn if worked else idle).append(leaf)
     return drawn, idle
@@ -210,8 +214,8 @@ def plot_waiting(results: Sequence, path: Path) -> Path | None:
     """``waiting.png`` (module docstring); ``None`` (and no file) when no team's work waited
     for a cause (none collected, or only work of no team waited), as the report's mention."""
     config = results[0].config
-    leaves = sorted((leaf for leaf in config.tree.leaves() if any(leaf in r.waiting for r in results)),
-                    key=lambda l: (-config.tree.effective_share(l), l))
+    leaves = by_share(config.tree, (leaf for leaf in config.tree.leaves()
+                                    if any(leaf in r.waiting for r in results)))
     given = [r for r in results if any(leaf in r.waiting for leaf in leaves)]
     if not given:
         return None

@@ -65,6 +65,9 @@ def config_to_dict(config: Config) -> dict[str, Any]:
             "scheduling_interval_s": pol.scheduling_interval_s,
             "billing_weights": dict(pol.billing_weights),
             "gang_in_one_domain": pol.gang_in_one_domain,
+            "reservations": pol.reservations,
+            "reservation_share": pol.reservation_share,
+            "loans": pol.loans,
             "labels": asdict(pol.labels),
             "node_labels": asdict(pol.node_labels),
         },
@@ -94,6 +97,10 @@ def config_from_dict(d: Mapping[str, Any]) -> Config:
         scheduling_interval_s=float(p["scheduling_interval_s"]),
         billing_weights=MappingProxyType({k: float(v) for k, v in p.get("billing_weights", {}).items()}),
         gang_in_one_domain=bool(p["gang_in_one_domain"]),
+        # (absent from states written before these knobs were carried: their defaults)
+        reservations=int(p.get("reservations", Policy.reservations)),
+        reservation_share=float(p.get("reservation_share", Policy.reservation_share)),
+        loans=bool(p.get("loans", Policy.loans)),
         labels=ContractLabels(**p.get("labels", {})),
         node_labels=NodeLabels(**p.get("node_labels", {})),
     )

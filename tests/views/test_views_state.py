@@ -42,6 +42,32 @@ def test_the_repository_config_survives_json():
         {k: (n.share_pct, n.parent, n.principals, n.unallocated_pct) for k, n in config.tree.nodes.items()}
 
 
+def test_every_scheduling_knob_survives_json():
+    """A knob left out of the JSON would be read back at its default, and a reader (explain,
+    eta, the dashboard) would decide with another policy than the reconciler's; so every
+    field of the policy is given a value other than its default, and must come back."""
+    from dataclasses import fields
+
+    from engine.model import Policy
+
+    config = load_config()
+    base = replace(config.policy, source=None,
+                   clusters=tuple(replace(c, source=None) for c in config.policy.clusters))
+    changed = {"lookback_s": 2 * 86400.0, "min_runtime_cap_s": 4 * 3600.0,
+               "default_min_runtime_s": 600.0, "preemption_grace_s": 30.0,
+               "scheduling_interval_s": 20.0, "gang_in_one_domain": False, "reservations": 3,
+               "reservation_share": 0.4, "loans": True,
+               "debug": replace(base.debug, max_gpus=2), "drain": replace(base.drain, drained_label="x"),
+               "billing_weights": {"h100": 2.0}, "labels": replace(base.labels, budget="b"),
+               "node_labels": replace(base.node_labels, domain="d"),
+               "clusters": base.clusters[:1]}
+    assert set(changed) == {f.name for f in fields(Policy)} - {"source"}  # (a new knob: add it)
+    policy = replace(base, **changed)
+    assert all(getattr(policy, k) != getattr(base, k) for k in changed)
+    again = config_from_dict(json.loads(json.dumps(config_to_dict(replace(config, policy=policy)))))
+    assert again.policy == policy
+
+
 def test_state_json_rebuilds_the_same_decision(sim_state, state_file):
     again = ViewState.from_dict(json.loads(state_file.read_text()))
     assert again.snapshot == sim_state.snapshot

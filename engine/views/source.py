@@ -27,6 +27,8 @@ from pathlib import Path
 from engine.commands import seconds_arg
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
+from engine.views import statecache
+from engine.views.codec import config_to_dict
 from engine.views.state import ViewState
 
 URL_TIMEOUT_S = 30.0
@@ -57,6 +59,9 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                    help="a view state saved from /api/state")
     g.add_argument("--progress", action="store_true",
                    help="show the simulation's progress on stderr even when not a TTY (shown on a TTY)")
+    g.add_argument("--fresh", action="store_true",
+                   help="simulate the embedded default again even when an identical earlier run's "
+                        "state is kept (in $ALLOT_CACHE_DIR, else ~/.cache/allot)")
     if formats:
         parser.add_argument("--format", choices=("text", "json"), default="text",
                             help="output format (default: text)")
@@ -112,9 +117,19 @@ class SimProgress:
         """End the line (at 100%: the simulation is over)."""
         if self.line is not None:
             self.line.draw(f"allot: simulating {self.what} {bar(1.0, 30)}", final=True)
+            self.line = None
+
+    def kept(self, where: Path) -> None:
+        """Say that no simulation runs: an identical earlier run's state is read back."""
+        if self.line is not None:
+            self.line.draw(f"allot: {self.what}: the state of an identical earlier run, kept in "
+                           f"{where} (--fresh simulates again)", final=True)
+            self.line = None
 
 
 def simulated_state(args: argparse.Namespace) -> ViewState:
+    """The state of a simulation (module docstring): the embedded default's is kept on disk
+    for the next command that asks for the same one (:mod:`engine.views.statecache`)."""
     from engine.loader import load_config
     from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS, default_simulation, run_trace, state_from_sim
 
@@ -126,17 +141,26 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
     if getattr(args, "trace", None):
         show.what = f"trace {args.trace}"
         result = run_trace(config, args.trace, seed=args.seed, horizon=at, progress=show)
-    else:
-        days = args.days
-        tasks = args.tasks or max(1, round(DEFAULT_TASKS * days / DEFAULT_DAYS))
-        if at is not None and at > days * 86400:
-            raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the {days:g}-day "
-                                     f"simulation", "lower --at or raise --days")])
-        show.what = f"the embedded default ({days:g} days, {tasks:,} jobs)"
-        result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
-                                    progress=show)
+        show.finish()
+        if at is not None and at > result.horizon:
+            raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
+                                     f"({result.horizon:g}s)", "lower --at")])
+        return state_from_sim(result)
+    days = args.days
+    tasks = args.tasks or max(1, round(DEFAULT_TASKS * days / DEFAULT_DAYS))
+    if at is not None and at > days * 86400:
+        raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the {days:g}-day "
+                                 f"simulation", "lower --at or raise --days")])
+    show.what = f"the embedded default ({days:g} days, {tasks:,} jobs)"
+    key = statecache.state_key({"config": config_to_dict(config), "days": days, "tasks": tasks,
+                                "seed": args.seed, "at": at})
+    kept = None if getattr(args, "fresh", False) else statecache.load(key)
+    if kept is not None:
+        show.kept(statecache.cache_dir() / key)
+        return kept
+    result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
+                                progress=show)
     show.finish()
-    if at is not None and at > result.horizon:
-        raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
-                                 f"({result.horizon:g}s)", "lower --at")])
-    return state_from_sim(result)
+    state = state_from_sim(result)
+    statecache.save(key, state)
+    return state

@@ -99,3 +99,58 @@ def test_a_simulated_state_shows_its_progress_on_stderr_when_asked(capsys):
     assert err.endswith("100.0%\n")
     code, out, err = _run(capsys, "queue", "--days", "0.1", "--tasks", "60", "--format", "json")
     assert code == 0 and err == ""  # (capsys's stderr is no TTY)
+
+
+def test_the_embedded_default_s_state_is_kept_for_an_identical_later_run(capsys, monkeypatch, tmp_path):
+    """A second identical command reads the first one's state back instead of simulating
+    again (same output); another seed, --fresh, or a kept file that cannot be read simulate."""
+    import os
+
+    from engine.views import simstate
+
+    runs = []
+    real = simstate.default_simulation
+
+    def counted(*a, **kw):
+        runs.append(kw.get("seed"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(simstate, "default_simulation", counted)
+    argv = ("queue", "--days", "0.1", "--tasks", "60", "--format", "json")
+    first = _run(capsys, *argv)
+    assert first[0] == 0 and runs == [0]
+    (kept,) = (tmp_path / "allot-cache").iterdir()
+    assert os.environ["ALLOT_CACHE_DIR"] == str(tmp_path / "allot-cache")
+    assert _run(capsys, *argv) == first and runs == [0]  # read back, the same view
+    assert "identical earlier run" in _run(capsys, *argv, "--progress")[2] and runs == [0]
+    assert _run(capsys, *argv, "--seed", "1")[0] == 0 and runs == [0, 1]
+    assert _run(capsys, *argv, "--fresh") == first and runs == [0, 1, 0]
+    kept.write_text(kept.read_text()[:100])  # cut short: ignored, simulated and kept again
+    assert _run(capsys, *argv) == first and runs == [0, 1, 0, 0]
+    assert _run(capsys, *argv) == first and runs == [0, 1, 0, 0]
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    for part in ("budgets", "policies"):  # the same budgets, one knob changed: another state
+        shutil.copytree(repo / part, tmp_path / "cfg" / part)
+    policy = tmp_path / "cfg" / "policies" / "scheduling.yaml"
+    policy.write_text(policy.read_text().replace("reservations: 8", "reservations: 4"))
+    assert _run(capsys, *argv, "--config", str(tmp_path / "cfg"))[0] == 0 and runs == [0, 1, 0, 0, 0]
+
+
+def test_a_kept_state_is_keyed_by_the_configuration_and_the_code(monkeypatch):
+    from dataclasses import replace
+
+    from engine.loader import load_config
+    from engine.views import statecache
+    from engine.views.codec import config_to_dict
+
+    config = load_config()
+    cheaper = replace(config, policy=replace(config.policy, reservations=2))
+    inputs = {"days": 2.0, "tasks": 2400, "seed": 0, "at": None}
+    key = statecache.state_key({"config": config_to_dict(config), **inputs})
+    assert key == statecache.state_key({"config": config_to_dict(load_config()), **inputs})
+    assert key != statecache.state_key({"config": config_to_dict(cheaper), **inputs})
+    monkeypatch.setattr(statecache, "_CODE", "another version of the engine")
+    assert key != statecache.state_key({"config": config_to_dict(config), **inputs})

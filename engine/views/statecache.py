@@ -1,0 +1,76 @@
+"""The simulated view state kept on disk, for the next view command that asks for the same one.
+
+The view commands (queue, explain, eta, usage, dashboard) take their state from a simulation
+by default, and the embedded default's takes about 40 s; a researcher runs several of them in
+a row on the same state. A simulation is deterministic, so its state is a pure function of its
+inputs: the configuration (budgets and policy, as their JSON), the synthetic trace's days,
+tasks and seed, the state's time, and the code that simulates (every source file of the
+``engine`` package, hashed). The state is written under the hash of all of them, as the JSON
+``--state FILE`` reads (:meth:`~engine.views.state.ViewState.to_dict`, which round-trips every
+view exactly), and read back by a later run with the same inputs; any other input, or a code
+change, is another key.
+
+Where: ``$ALLOT_CACHE_DIR``, else ``$XDG_CACHE_HOME/allot``, else ``~/.cache/allot``. A file
+that cannot be read back (cut short, another version) is ignored and replaced; a directory
+that cannot be written to only means no state is kept. ``--fresh`` simulates again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from engine.views.state import ViewState
+
+_CODE: str | None = None  # the engine's source hash, once per process
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("ALLOT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "allot"
+
+
+def code_hash() -> str:
+    """A hash of every ``.py`` file of the ``engine`` package (paths and bytes)."""
+    global _CODE
+    if _CODE is None:
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        _CODE = h.hexdigest()
+    return _CODE
+
+
+def state_key(inputs: dict[str, Any]) -> str:
+    """The file name for a state simulated from ``inputs`` (JSON-safe) by this code."""
+    text = json.dumps({"inputs": inputs, "code": code_hash()}, sort_keys=True)
+    return "view-state-" + hashlib.sha256(text.encode()).hexdigest()[:24] + ".json"
+
+
+def load(key: str) -> ViewState | None:
+    """The state kept under ``key``, or None (none, or not readable as a state)."""
+    try:
+        return ViewState.from_dict(json.loads((cache_dir() / key).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save(key: str, state: ViewState) -> Path | None:
+    """Keep ``state`` under ``key`` (written whole or not at all); where, or None if it could
+    not be written."""
+    target = cache_dir() / key
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f"{target.name}.{os.getpid()}.part")
+        part.write_text(json.dumps(state.to_dict(), allow_nan=False))
+        os.replace(part, target)
+    except (OSError, ValueError):
+        return None
+    return target

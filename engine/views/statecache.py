@@ -12,7 +12,9 @@ change, is another key.
 
 Where: ``$ALLOT_CACHE_DIR``, else ``$XDG_CACHE_HOME/allot``, else ``~/.cache/allot``. A file
 that cannot be read back (cut short, another version) is ignored and replaced; a directory
-that cannot be written to only means no state is kept. ``--fresh`` simulates again.
+that cannot be written to only means no state is kept. ``--fresh`` simulates again. At most
+:data:`KEEP` states are kept (2 MB each for the embedded default): saving one removes the
+least recently written beyond that.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 from engine.views.state import ViewState
 
 _CODE: str | None = None  # the engine's source hash, once per process
+KEEP = 16
+PREFIX = "view-state-"
 
 
 def cache_dir() -> Path:
@@ -51,7 +55,7 @@ def code_hash() -> str:
 def state_key(inputs: dict[str, Any]) -> str:
     """The file name for a state simulated from ``inputs`` (JSON-safe) by this code."""
     text = json.dumps({"inputs": inputs, "code": code_hash()}, sort_keys=True)
-    return "view-state-" + hashlib.sha256(text.encode()).hexdigest()[:24] + ".json"
+    return PREFIX + hashlib.sha256(text.encode()).hexdigest()[:24] + ".json"
 
 
 def load(key: str) -> ViewState | None:
@@ -73,4 +77,17 @@ def save(key: str, state: ViewState) -> Path | None:
         os.replace(part, target)
     except (OSError, ValueError):
         return None
+    _prune(target.parent)
     return target
+
+
+def _prune(where: Path) -> None:
+    """Remove the states beyond the :data:`KEEP` most recently written (newest first, then
+    by name)."""
+    try:
+        kept = sorted(((p.stat().st_mtime_ns, p.name) for p in where.glob(PREFIX + "*.json")),
+                      key=lambda t: (-t[0], t[1]))
+        for _, name in kept[KEEP:]:
+            (where / name).unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -154,3 +154,18 @@ def test_a_kept_state_is_keyed_by_the_configuration_and_the_code(monkeypatch):
     assert key != statecache.state_key({"config": config_to_dict(cheaper), **inputs})
     monkeypatch.setattr(statecache, "_CODE", "another version of the engine")
     assert key != statecache.state_key({"config": config_to_dict(config), **inputs})
+
+
+def test_at_most_keep_states_are_kept_the_newest(tmp_path, monkeypatch, sim_state):
+    import os
+
+    from engine.views import statecache
+
+    monkeypatch.setattr(statecache, "KEEP", 3)
+    where = tmp_path / "allot-cache"
+    for i in range(5):
+        path = statecache.save(statecache.state_key({"i": i}), sim_state)
+        os.utime(path, ns=(i * 10**9, i * 10**9))  # written in this order, a second apart
+    names = {p.name for p in where.iterdir()}
+    assert names == {statecache.state_key({"i": i}) for i in (2, 3, 4)}
+    assert statecache.load(statecache.state_key({"i": 4})).snapshot == sim_state.snapshot

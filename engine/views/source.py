@@ -119,11 +119,11 @@ class SimProgress:
             self.line.draw(f"allot: simulating {self.what} {bar(1.0, 30)}", final=True)
             self.line = None
 
-    def kept(self, where: Path) -> None:
+    def kept(self, where: Path, name: str) -> None:
         """Say that no simulation runs: an identical earlier run's state is read back."""
         if self.line is not None:
             self.line.draw(f"allot: {self.what}: the state of an identical earlier run, kept in "
-                           f"{where} (--fresh simulates again)", final=True)
+                           f"{where / name} (--fresh simulates again)", final=True)
             self.line = None
 
 
@@ -156,7 +156,7 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
                                 "seed": args.seed, "at": at})
     kept = None if getattr(args, "fresh", False) else statecache.load(key)
     if kept is not None:
-        show.kept(statecache.cache_dir() / key)
+        show.kept(statecache.cache_dir() or Path("."), key)
         return kept
     result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
                                 progress=show)

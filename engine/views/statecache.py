@@ -32,11 +32,17 @@ KEEP = 16
 PREFIX = "view-state-"
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
+    """Where states are kept (module docstring); None without a home directory to put it in."""
     explicit = os.environ.get("ALLOT_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # (no HOME and no password entry)
+            return None
     return Path(base) / "allot"
 
 
@@ -60,8 +66,11 @@ def state_key(inputs: dict[str, Any]) -> str:
 
 def load(key: str) -> ViewState | None:
     """The state kept under ``key``, or None (none, or not readable as a state)."""
+    where = cache_dir()
+    if where is None:
+        return None
     try:
-        return ViewState.from_dict(json.loads((cache_dir() / key).read_text()))
+        return ViewState.from_dict(json.loads((where / key).read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -69,7 +78,10 @@ def load(key: str) -> ViewState | None:
 def save(key: str, state: ViewState) -> Path | None:
     """Keep ``state`` under ``key`` (written whole or not at all); where, or None if it could
     not be written."""
-    target = cache_dir() / key
+    where = cache_dir()
+    if where is None:
+        return None
+    target = where / key
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(f"{target.name}.{os.getpid()}.part")

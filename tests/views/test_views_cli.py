@@ -169,3 +169,18 @@ def test_at_most_keep_states_are_kept_the_newest(tmp_path, monkeypatch, sim_stat
     names = {p.name for p in where.iterdir()}
     assert names == {statecache.state_key({"i": i}) for i in (2, 3, 4)}
     assert statecache.load(statecache.state_key({"i": 4})).snapshot == sim_state.snapshot
+
+
+def test_without_a_home_directory_no_state_is_kept(monkeypatch, sim_state):
+    from pathlib import Path
+
+    from engine.views import statecache
+
+    def homeless():
+        raise RuntimeError("Could not determine home directory.")
+
+    for var in ("ALLOT_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(homeless))
+    assert statecache.cache_dir() is None
+    assert statecache.save("k.json", sim_state) is None and statecache.load("k.json") is None

@@ -97,7 +97,10 @@ def markdown(summary: dict[str, Any]) -> str:
                        for n, c in cfg["clusters"].items()) + f" ({cfg['gpus']} GPUs)"
            + (f"; set on the command line: {', '.join(cfg['overrides'])}." if cfg.get("overrides") else "."),
            f"- Lookback {approx_duration(cfg['lookback_s'])}, min-runtime cap {approx_duration(cfg['min_runtime_cap_s'])},"
-           f" scheduling pass every {approx_duration(cfg['scheduling_interval_s'])}; seed {exp['seed']};"
+           f" scheduling pass every {approx_duration(cfg['scheduling_interval_s'])};"
+           f" up to {cfg['reservations']} reservations a pass on at most"
+           f" {100 * cfg['reservation_share']:g}% of the GPUs, loans {'on' if cfg['loans'] else 'off'};"
+           f" seed {exp['seed']};"
            f" checkpoint loss {approx_duration(exp['options']['checkpoint_loss_s'])},"
            f" restart overhead {approx_duration(exp['options']['restart_overhead_s'])}.", "",
            "## Headline", "", "| measure | " + " | ".join(names) + " |",

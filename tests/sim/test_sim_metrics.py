@@ -185,3 +185,17 @@ def test_team_hues_are_not_the_preempted_red_nor_the_grey_of_work_of_no_team():
         assert math.dist(c, (1.0, 0.0, 0.0)) > 0.4  # the preempted edge
         assert max(c) - min(c) > 0.1  # a hue, not a grey like work of no team's
     assert max(colors[None][:3]) == min(colors[None][:3])
+
+
+def test_the_report_names_the_reservation_knobs_it_ran_with(tmp_path):
+    from dataclasses import replace
+
+    cfg = tiny_config(nodes=2, gpus_per_node=4)
+    cfg = replace(cfg, policy=replace(cfg.policy, reservations=2, reservation_share=0.5, loans=True))
+    trace = prepare_trace(synthetic_trace(cfg, days=0.1, tasks=20, seed=3), cfg, seed=3)
+    exp = run_experiment(cfg, trace, ("budget",), seed=3)
+    assert {k: exp.summary()["experiment"]["config"][k] for k in ("reservations", "reservation_share",
+                                                                  "loans")} == {
+        "reservations": 2, "reservation_share": 0.5, "loans": True}
+    write_report(exp, tmp_path, pictures=False)
+    assert "up to 2 reservations a pass on at most 50% of the GPUs, loans on;" in (tmp_path / "report.md").read_text()

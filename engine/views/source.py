@@ -104,27 +104,26 @@ class SimProgress:
     42.0%``), when ``enabled``; the simulator calls it with (simulated time, horizon)."""
 
     def __init__(self, enabled: bool, what: str = "") -> None:
-        self.enabled, self.what = enabled, what
-        self.line = ProgressLine() if enabled else None
-        self.fraction = 0.0
+        self.what = what
+        self.line = ProgressLine() if enabled else None  # (None: disabled, or ended)
 
     def __call__(self, now: float, horizon: float) -> None:
-        if self.line is not None:
-            self.fraction = min(1.0, now / horizon) if horizon > 0 else 1.0
-            self.line.draw(f"allot: simulating {self.what} {bar(self.fraction, 30)}")
+        self._say(f"simulating {self.what} {bar(min(1.0, now / horizon) if horizon > 0 else 1.0, 30)}")
 
     def finish(self) -> None:
         """End the line (at 100%: the simulation is over)."""
-        if self.line is not None:
-            self.line.draw(f"allot: simulating {self.what} {bar(1.0, 30)}", final=True)
-            self.line = None
+        self._say(f"simulating {self.what} {bar(1.0, 30)}", final=True)
 
-    def kept(self, where: Path, name: str) -> None:
+    def kept(self, where: Path) -> None:
         """Say that no simulation runs: an identical earlier run's state is read back."""
+        self._say(f"{self.what}: the state of an identical earlier run, kept in {where} "
+                  f"(--fresh simulates again)", final=True)
+
+    def _say(self, text: str, final: bool = False) -> None:
         if self.line is not None:
-            self.line.draw(f"allot: {self.what}: the state of an identical earlier run, kept in "
-                           f"{where / name} (--fresh simulates again)", final=True)
-            self.line = None
+            self.line.draw(f"allot: {text}", final=final)
+            if final:
+                self.line = None
 
 
 def simulated_state(args: argparse.Namespace) -> ViewState:
@@ -156,8 +155,8 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
                                 "seed": args.seed, "at": at})
     kept = None if getattr(args, "fresh", False) else statecache.load(key)
     if kept is not None:
-        show.kept(statecache.cache_dir() or Path("."), key)
-        return kept
+        show.kept(kept[1])
+        return kept[0]
     result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
                                 progress=show)
     show.finish()

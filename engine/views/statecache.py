@@ -64,13 +64,14 @@ def state_key(inputs: dict[str, Any]) -> str:
     return PREFIX + hashlib.sha256(text.encode()).hexdigest()[:24] + ".json"
 
 
-def load(key: str) -> ViewState | None:
-    """The state kept under ``key``, or None (none, or not readable as a state)."""
+def load(key: str) -> tuple[ViewState, Path] | None:
+    """The state kept under ``key`` and its file, or None (none, or not readable as a state)."""
     where = cache_dir()
     if where is None:
         return None
+    path = where / key
     try:
-        return ViewState.from_dict(json.loads((where / key).read_text()))
+        return ViewState.from_dict(json.loads(path.read_text())), path
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

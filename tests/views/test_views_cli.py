@@ -168,7 +168,8 @@ def test_at_most_keep_states_are_kept_the_newest(tmp_path, monkeypatch, sim_stat
         os.utime(path, ns=(i * 10**9, i * 10**9))  # written in this order, a second apart
     names = {p.name for p in where.iterdir()}
     assert names == {statecache.state_key({"i": i}) for i in (2, 3, 4)}
-    assert statecache.load(statecache.state_key({"i": 4})).snapshot == sim_state.snapshot
+    state, path = statecache.load(statecache.state_key({"i": 4}))
+    assert state.snapshot == sim_state.snapshot and path == where / statecache.state_key({"i": 4})
 
 
 def test_without_a_home_directory_no_state_is_kept(monkeypatch, sim_state):

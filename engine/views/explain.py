@@ -27,7 +27,7 @@ from engine.core.queue import charged_leaf, is_debug
 from engine.core.types import Admit, Preempt
 from engine.durations import format_duration
 from engine.views.codec import num
-from engine.views.state import ViewState, fmt_num
+from engine.views.state import ViewState, fmt_num, fmt_pair
 from engine.views.whatif import suggestions
 
 MAX_AHEAD_LEAVES = 6
@@ -206,10 +206,11 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
         parent, a, b = _split(tree, leaf, other)
         sa, ua, fa = _lf(state, a)
         sb, ub, fb = _lf(state, b)
+        theirs, ours = fmt_pair(fb, fa)
         out.append(Statement("ahead", (
             f"{len(groups[other])} of budget {other} (rank {r.rank}, metric {fmt_num(r.metric)}): under "
-            f"{parent}, {b} has fair share S/U={fmt_num(fb)} (S={sb:.3f}, U={ub:.3f}) against "
-            f"{fmt_num(fa)} for {a} (S={sa:.3f}, U={ua:.3f})"
+            f"{parent}, {b} has fair share S/U={theirs} (S={sb:.3f}, U={ub:.3f}) against "
+            f"{ours} for {a} (S={sa:.3f}, U={ua:.3f})"
             + (", tie broken by share then usage" if fa == fb else "") + "."),
             {"budget": other, "count": len(groups[other]), "rank": r.rank, "metric": r.metric,
              "at": parent, "their_node": b, "their_fairshare": fb, "our_node": a, "our_fairshare": fa}))

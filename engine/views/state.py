@@ -171,3 +171,14 @@ def fmt_num(x: float | None, digits: int = 2) -> str:
     if math.isinf(x):
         return "inf"
     return f"{x:.{digits}f}"
+
+
+def fmt_pair(a: float | None, b: float | None, digits: int = 2, most: int = 6) -> tuple[str, str]:
+    """Two numbers read side by side (``x against y``): :func:`fmt_num` with ``digits``
+    decimals, or with more, up to ``most``, when they differ but would read the same (a
+    Fair Tree level is often won by 1.0015 against 1.0008, which would read 1.00 against 1.00)."""
+    for d in range(digits, most + 1):
+        sa, sb = fmt_num(a, d), fmt_num(b, d)
+        if sa != sb or a == b:
+            break
+    return sa, sb

@@ -5,6 +5,7 @@ ahead and the level where they win, the victims), and the text quotes them."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import yaml
 from engine.core.decide import decide
 from engine.core.types import Preempt, Snapshot
 from engine.views.explain import explain
-from engine.views.state import ViewState, fmt_num
+from engine.views.state import ViewState, fmt_num, fmt_pair
 from tests.core.harness import build_scenario
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "core" / "scenarios").glob("*.yaml"))
@@ -80,6 +81,9 @@ def test_every_statement_matches_the_decision(path: Path):
             assert _same(theirs.fairshare, s.numbers["their_fairshare"])
             assert _same(ours.fairshare, s.numbers["our_fairshare"])
             assert (theirs.fairshare, ) >= (ours.fairshare, )  # the level where they win
+            # and a reader sees it: the numbers as printed differ, or the text says it is a tie
+            shown = re.search(r"S/U=(\S+) \(S=.*\) against (\S+) for", s.text)
+            assert shown and (shown[1] != shown[2]) == (theirs.fairshare != ours.fairshare), s.text
         for s in by_topic.get("preemption", []):
             if "victim" in s.numbers:
                 assert any(isinstance(a, Preempt) and a.workload_id == s.numbers["victim"]
@@ -125,3 +129,24 @@ def test_what_you_can_change_is_checked_by_deciding_again():
                                 tuple(changed if x.id == w.id else x for x in state.snapshot.pending),
                                 state.snapshot.usage)
                 assert decide(snap, state.config, state.now).statuses[w.id].state == "admitted"
+
+
+def test_two_numbers_read_side_by_side_differ_when_they_differ():
+    assert fmt_pair(1.0014755, 1.0007775) == ("1.0015", "1.0008")  # not 1.00 against 1.00
+    assert fmt_pair(0.5, 0.25) == ("0.50", "0.25")
+    assert fmt_pair(1.0, 1.0) == ("1.00", "1.00")  # a tie stays short
+    assert fmt_pair(float("inf"), 2.0) == ("inf", "2.00")
+    assert fmt_pair(1.0, 1.0 + 1e-12) == ("1.000000", "1.000000")  # at most 6 decimals
+
+
+def test_a_level_won_by_a_hair_reads_with_the_digits_that_decide_it():
+    """The worked Fair Tree example with chem's usage a hair lower: chem now wins the top
+    level, by S/U 1.0018 against 0.9998: it reads 1.002 against 1.000 (at two decimals both
+    would read 1.00, and the text would not say why chem goes first)."""
+    data = yaml.safe_load(next(p for p in SCENARIOS if p.stem.startswith("02_")).read_text())
+    data["usage"]["chem"] = 99.8
+    snapshot, config, now = build_scenario(data)
+    state = ViewState("scenario", now, config, snapshot)
+    assert state.decision.statuses["bgen-1"].state == "pending"
+    text = explain(state, "bgen-1").text()
+    assert "under root, chem has fair share S/U=1.002 (S=0.100, U=0.100) against 1.000 for bio" in text

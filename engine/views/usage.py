@@ -147,8 +147,9 @@ def usage_text(rep: dict[str, Any]) -> str:
           _f(r["delivered_over_entitled"])) for r in rep["rows"]]))
     s = rep["series"]
     n = min(12, s["bins"])
-    out.append(f"\nLast {n} bins of {format_duration(s['bin_s'])} (GPU-hours):")
-    out.append(table(("BIN START", "DELIVERED", "CHARGED", "ENTITLED", "ALLOCATION", "DEMAND"),
+    out.append(f"\nLast {n} bins of {format_duration(s['bin_s'])} (GPU-hours; CHARGED-W is billing-weighted, "
+               f"as fair share and the burn line count it, the others are plain GPU-hours):")
+    out.append(table(("BIN START", "DELIVERED", "CHARGED-W", "ENTITLED", "ALLOCATION", "DEMAND"),
                      [(f"t={s['start'] + i * s['bin_s']:.0f}", f"{s['delivered'][i]:.1f}", f"{s['charged'][i]:.1f}",
                        f"{s['entitled'][i]:.1f}", f"{s['allocation'][i]:.1f}", f"{s['demand'][i]:.1f}")
                       for i in range(s["bins"] - n, s["bins"])]))

@@ -70,6 +70,8 @@ def test_usage_prints_table_burn_and_writes_a_png(capsys, state_file, tmp_path, 
     assert code == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Burn: charged now at" in out and "CHG/ALLOC" in out
+    # the bins mix units: charged is billing-weighted (a B200 hour counts 1.6), the rest is not
+    assert "CHARGED-W is billing-weighted" in out and " CHARGED " not in out
     code, out, _ = _run(capsys, "usage", "--state", str(state_file), "--subtree", team, "--format", "json")
     doc = json.loads(out)
     row = doc["rows"][0]

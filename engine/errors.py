@@ -1,8 +1,8 @@
 """User-facing problems: every error a user can cause is a :class:`Problem`, never a traceback.
 
 Validation collects all problems at once and raises :class:`UserError` carrying them; the CLI
-prints them as ``file:line:column: what is wrong, and what to do`` (or JSON for bots) and exits
-non-zero.
+prints them as ``file:line:column: what is wrong; what to do`` (``file: ...`` where there is no
+line: a command-line flag, a directory) or as JSON for bots, and exits non-zero.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ class Problem:
     code: str = "invalid"
 
     def __str__(self) -> str:
-        text = f"{self.file}:{self.line}:{self.column}: {self.message}"
+        # a flag, a directory or a whole file has no line: ``--window: bad window ...``
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        text = f"{where}: {self.message}"
         return f"{text}; {self.hint}" if self.hint else text
 
     def sort_key(self) -> tuple[str, int, int, str]:

@@ -1,19 +1,79 @@
 """One module per ``allot`` subcommand. Each exposes ``register(subparsers)``, which adds its
 parser and sets ``func(args) -> int`` as the default. Commands do I/O and printing; they call
-into the library modules for everything else."""
+into the library modules for everything else.
+
+The argparse types below check a flag's value where it is read, so a negative count or ratio
+is a usage error naming the flag, never a traceback or a nonsensical run."""
 
 import argparse
+import math
 
 from engine.durations import parse_duration
 
 
 def seconds_arg(text: str) -> float:
-    """argparse type for a time span: ``30`` (seconds), ``30s``, ``2m``, ``1d`` -> seconds."""
+    """argparse type for a time span: ``30`` (seconds), ``30s``, ``2m``, ``1d`` -> seconds (>= 0)."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            return parse_duration(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a time span >= 0, got {text!r}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = _number(text)
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def positive(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _number(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def count(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    value = _whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    """argparse type: a seed, a whole number >= 0 (numpy's generators take no negative one)."""
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    value = _whole(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text!r}")
+    return value
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _number(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        pass
-    try:
-        return parse_duration(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None

@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.commands import non_negative, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import UserError
 from engine.impact.diff import diff_configs
@@ -44,19 +45,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--trace", default=None, metavar="NAME|PATH",
                         help=f"trace to replay: a bundled name (philly, helios) or a trace file "
                              f"(default: {DEFAULT_TRACE})")
-    parser.add_argument("--days", type=_non_negative, default=7.0, metavar="N",
+    parser.add_argument("--days", type=non_negative, default=7.0, metavar="N",
                         help="simulated days to replay (default: 7; 0 = all of the trace)")
-    parser.add_argument("--start-day", type=_non_negative, default=None, metavar="D",
+    parser.add_argument("--start-day", type=non_negative, default=None, metavar="D",
                         help="start the replay this many days into the trace (default: where allot simulate starts in "
                              "the default trace; else past the trace's ramp-up)")
     parser.add_argument("--mapping", default=None, metavar="FILE",
                         help="YAML mapping of trace owners to budget leaves (default: the "
                              "bundled trace's mapping.yaml when it fits the base tree, else "
                              "derived by demand against the base tree)")
-    parser.add_argument("--demand-ratio", type=_non_negative, default=1.1, metavar="X",
+    parser.add_argument("--demand-ratio", type=non_negative, default=1.1, metavar="X",
                         help="compress submissions so offered demand is X times the base capacity "
                              "(default: 1.1 as allot simulate; 0 keeps the trace's own timing)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for contract draws (default: 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed for contract draws (default: 0)")
     parser.add_argument("--cadence", choices=("watch", "interval"), default="watch",
                         help="when scheduling passes run in the replay: watch = at every event, as "
                              "the reconciler runs them; interval = only on the policy's interval "
@@ -92,16 +93,6 @@ class ReplayProgress:
         self.line.draw("allot impact: " + "  ".join(f"{name} {bar(d, 20)}" for name, d in
                                                     zip(("base", "head"), done)),
                        final=self.ended)
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
 
 
 def _load(repo: str, rev: str, which: str, out: Path | None, fmt: str) -> Config:

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.commands import seconds_arg
+from engine.commands import port, seconds_arg
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy-interval", type=seconds_arg, default=None, metavar="S",
                         help="how often to fetch the policy repository (default: --interval, "
                              "else 60s)")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
+    parser.add_argument("--metrics-port", type=port, default=None, metavar="P",
                         help="serve /metrics, /healthz and /readyz on this port (default: off)")
     parser.add_argument("--namespace", default=None, metavar="NS",
                         help="namespace of the reconciler's Lease, ledger ConfigMap and policy "

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
+from engine.commands import count, non_negative, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -83,18 +84,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", default=None,
                    help=f"START:END of the trace to replay, as durations from its start "
                         f"(e.g. 28d:42d) [{DEFAULT['window']} for the default trace]")
-    p.add_argument("--days", type=float, help="replay this many days from the window start")
+    p.add_argument("--days", type=non_negative, help="replay this many days from the window start")
     p.add_argument("--warmup", default=None,
                    help=f"also replay this much of the trace before the window, unmeasured, so the "
                         f"window opens on a full cluster, a standing queue and a charged ledger "
                         f"[{DEFAULT['warmup']} for the default trace, else 0]")
-    p.add_argument("--demand-ratio", type=float, default=None,
+    p.add_argument("--demand-ratio", type=non_negative, default=None,
                    help=f"compress time so offered demand / capacity is this "
                         f"[{DEFAULT['demand_ratio']}; 0 keeps the trace's own rate]")
     p.add_argument("--cluster", default=None,
                    help=f"clusters to simulate: name or name:nodes, comma-separated "
                         f"[{DEFAULT['cluster']} for bundled traces; the config's otherwise]")
-    p.add_argument("--tasks", type=int, default=20000, help="tasks of a synthetic trace [%(default)s]")
+    p.add_argument("--tasks", type=count, default=20000, help="tasks of a synthetic trace [%(default)s]")
     p.add_argument("--cadence", choices=["watch", "interval", "event"], default="watch",
                    help="when passes run: watch = as the reconciler (at every submission, completion "
                         "and node change, plus a resync one interval after the last pass while work "
@@ -102,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "every min-runtime expiry [%(default)s]")
     p.add_argument("--out", default="allot-report", help="report directory [%(default)s]")
     p.add_argument("--no-pictures", action="store_true", help="skip the PNGs")
-    p.add_argument("--seed", type=int, default=0, help="seed for contracts and synthetic traces [%(default)s]")
+    p.add_argument("--seed", type=seed, default=0, help="seed for contracts and synthetic traces [%(default)s]")
     p.add_argument("--format", choices=["text", "json"], default="text",
                    help="stdout: summary table or the JSON summary [%(default)s]")
     p.add_argument("--progress", action="store_true", help="show progress on stderr even when not a TTY")

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from engine.commands import seconds_arg
+from engine.commands import count, positive, seconds_arg, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
 from engine.views import statecache
@@ -45,12 +45,12 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                    help="simulate this trace instead (bundled: philly, helios; or a trace file)")
     g.add_argument("--at", type=seconds_arg, default=None, metavar="TIME",
                    help="simulated time of the state, seconds or e.g. 16h, 1d2h (default: the end)")
-    g.add_argument("--days", type=float, default=DEFAULT_DAYS, metavar="D",
+    g.add_argument("--days", type=positive, default=DEFAULT_DAYS, metavar="D",
                    help=f"length of the default synthetic trace in days (default: {DEFAULT_DAYS:g})")
-    g.add_argument("--tasks", type=int, default=None, metavar="N",
+    g.add_argument("--tasks", type=count, default=None, metavar="N",
                    help=f"tasks in the default synthetic trace (default: {DEFAULT_TASKS} per "
                         f"{DEFAULT_DAYS:g} days)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace (default: 0)")
+    g.add_argument("--seed", type=seed, default=0, help="seed of the synthetic trace (default: 0)")
     g.add_argument("--config", metavar="DIR", default=None,
                    help="budgets/ and policies/ to simulate (default: the embedded default)")
     g.add_argument("--url", metavar="URL", default=None,

@@ -78,7 +78,7 @@ def test_tree_one_cluster_json(capsys):
 
 def test_tree_unknown_cluster(capsys):
     assert main(["tree", REPO, "--cluster", "a100"]) == 1
-    assert capsys.readouterr().err.startswith("--cluster:0:0: unknown cluster 'a100'; choose one of h100, b200")
+    assert capsys.readouterr().err.startswith("--cluster: unknown cluster 'a100'; choose one of h100, b200")
 
 
 def test_codeowners_generate_check_and_stale(base_copy, capsys):

@@ -32,7 +32,7 @@ def test_queue_lists_waiting_work_in_order_with_its_metric(capsys, state_file, s
 def test_queue_refuses_unknown_team_and_cluster(capsys, state_file):
     code, _, err = _run(capsys, "queue", "--state", str(state_file), "--team", "nope", "--cluster", "x")
     assert code == 1
-    assert "--team:0:0: no budget node 'nope'" in err and "no cluster 'x'" in err
+    assert "--team: no budget node 'nope'" in err and "no cluster 'x'" in err
 
 
 def test_explain_prints_statements_and_json_carries_their_numbers(capsys, state_file, sim_state):

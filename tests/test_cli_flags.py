@@ -1,0 +1,77 @@
+"""Every number a user types on the command line is checked where argparse reads it: a value
+out of range is a usage error naming the flag (exit 2), never a traceback, a nonsensical run
+(``--demand-ratio -1`` ran 20,000 simulated days) or a failure after minutes of simulation."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+
+import pytest
+
+from engine.cli import build_parser, main
+from engine.errors import Problem
+
+BAD = [
+    (["simulate", "--demand-ratio", "-1"], "--demand-ratio: must be a number >= 0"),
+    (["simulate", "--days", "-1"], "--days: must be a number >= 0"),
+    (["simulate", "--trace", "synthetic", "--tasks", "-5"], "--tasks: must be a whole number >= 1"),
+    (["simulate", "--trace", "synthetic", "--tasks", "0"], "--tasks: must be a whole number >= 1"),
+    (["simulate", "--trace", "synthetic", "--seed", "-1"], "--seed: must be a whole number >= 0"),
+    (["simulate", "--demand-ratio", "inf"], "--demand-ratio: must be a number >= 0"),
+    (["simulate", "--demand-ratio", "nan"], "--demand-ratio: must be a number >= 0"),
+    (["simulate", "--days", "two"], "--days: expected a number"),
+    (["queue", "--days", "0"], "--days: must be a number > 0"),
+    (["queue", "--tasks", "-3"], "--tasks: must be a whole number >= 1"),
+    (["queue", "--seed", "-1"], "--seed: must be a whole number >= 0"),
+    (["queue", "--at=-5"], "--at: must be a time span >= 0"),
+    (["eta", "x", "--horizon=-5"], "--horizon: must be a time span >= 0"),
+    (["impact", "--base", "HEAD", "--demand-ratio", "-2"], "--demand-ratio: must be a number >= 0"),
+    (["impact", "--base", "HEAD", "--seed", "-3"], "--seed: must be a whole number >= 0"),
+    (["dashboard", "--port", "-5"], "--port: must be a port from 0 to 65535"),
+    (["dashboard", "--port", "99999"], "--port: must be a port from 0 to 65535"),
+    (["reconcile", "--metrics-port", "70000"], "--metrics-port: must be a port from 0 to 65535"),
+    (["reconcile", "--interval=-1"], "--interval: must be a time span >= 0"),
+]
+
+
+@pytest.mark.parametrize("argv,said", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_a_number_out_of_range_is_a_usage_error_naming_the_flag(argv, said, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
+def test_no_numeric_flag_is_read_unchecked():
+    """A bare ``type=int`` or ``type=float`` takes any number; every numeric flag of every
+    command uses a checked type (engine.commands), or lists its choices."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    loose = [(name, a.option_strings) for name, p in sub.choices.items() for a in p._actions
+             if a.type in (int, float) and not a.choices]
+    assert loose == []
+
+
+def test_a_problem_without_a_line_reads_without_one():
+    assert str(Problem("--window", 0, 0, "bad window '5:1'", "write START:END")) == \
+        "--window: bad window '5:1'; write START:END"
+    assert str(Problem("budgets/a.yaml", 3, 7, "bad share")) == "budgets/a.yaml:3:7: bad share"
+
+
+def test_the_dashboard_reports_a_port_in_use_before_preparing_its_state(capsys, monkeypatch):
+    import engine.commands.dashboard as dashboard
+
+    def never(args):
+        raise AssertionError("the state was prepared before the port was checked")
+
+    monkeypatch.setattr(dashboard, "load_state", never)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["dashboard", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"--port: cannot listen on 127.0.0.1:{port}: " in err
+    assert "choose another --port (0 picks a free one)" in err

@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 
+MORE = "more"  # the code of a problem that stands for the problems left out after the first ones
+
+
 @dataclass(frozen=True)
 class Problem:
     """One user error: location, what is wrong, and what to do about it."""
@@ -29,8 +32,9 @@ class Problem:
         text = f"{where}: {self.message}"
         return f"{text}; {self.hint}" if self.hint else text
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.file, self.line, self.column, self.message)
+    def sort_key(self) -> tuple[str, bool, int, int, str]:
+        # a file's "... and N more problems" (code ``more``) after the problems shown
+        return (self.file, self.code == MORE, self.line, self.column, self.message)
 
 
 class UserError(Exception):

@@ -27,7 +27,8 @@ from typing import Any, Mapping
 
 from engine.errors import Problem, UserError
 from engine.resources import repo_root
-from engine.sim.trace import Task, Trace, _open_text, read_trace_file, task_from_record
+from engine.sim.trace import (Task, Trace, _open_text, first_problems, read_trace_file,
+                              task_from_record)
 
 TRACES_DIR = repo_root() / "traces"
 BUNDLED = {
@@ -147,13 +148,22 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
             rec = {field: row[col] for field, col in columns.items()}
             try:
                 rec["submit"] = _ts(rec["submit"])
-                if "gpus" in rec:
-                    pods, gpp = gang_shape(int(float(rec.pop("gpus"))), gpus_per_node)
-                    rec.setdefault("pods", pods)
-                    rec.setdefault("gpus_per_pod", gpp)
-            except ValueError as err:
-                problems.append(Problem(str(path), reader.line_num, 0, str(err)))
+            except ValueError:
+                problems.append(Problem(str(path), reader.line_num, 0,
+                                        f"submit must be seconds or an ISO timestamp, got {rec['submit']!r}",
+                                        f"column {columns['submit']!r}"))
                 continue
+            if "gpus" in rec:
+                raw = rec.pop("gpus")
+                gpus = _whole(raw)
+                if gpus is None:
+                    problems.append(Problem(str(path), reader.line_num, 0,
+                                            f"gpus must be a whole number >= 0, got {raw!r}",
+                                            f"column {columns['gpus']!r}"))
+                    continue
+                pods, gpp = gang_shape(gpus, gpus_per_node)
+                rec.setdefault("pods", pods)
+                rec.setdefault("gpus_per_pod", gpp)
             rec.setdefault("id", f"{path.name.split('.')[0]}-{reader.line_num:06d}")
             recs.append((rec, reader.line_num))
     t0 = min((r["submit"] for r, _ in recs), default=0.0)
@@ -165,8 +175,17 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
         if task and task.gpus > 0:
             tasks.append(task)
     if problems:
-        raise UserError(problems[:50])
+        raise UserError(first_problems(problems, str(path)))
     return Trace.of(tasks, name=path.name.split(".")[0], meta={"source": str(path), "format": "csv"})
+
+
+def _whole(text: str) -> int | None:
+    """``text`` as a whole number >= 0 (``8``, ``8.0``), else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if value >= 0 and value.is_integer() else None
 
 
 def load_trace(path_or_name: str | Path, *, fmt: str | None = None,

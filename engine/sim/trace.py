@@ -21,11 +21,11 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
-from engine.errors import Problem, UserError
+from engine.errors import MORE, Problem, UserError
 
 CLASSES = ("debug", "small", "large")
 TASK_FIELDS = ("id", "submit", "pods", "gpus_per_pod", "runtime", "owner", "leaf", "min_runtime",
@@ -276,6 +276,7 @@ def read_trace_file(path: str | Path, name: str | None = None) -> Trace:
     if kind == ".csv":
         with _open_text(path) as fh:
             reader = csv.DictReader(fh)
+            _check_header(shown, reader.fieldnames or [])
             for row in reader:
                 take({k: v for k, v in row.items() if k is not None and v not in (None, "")},
                      reader.line_num)
@@ -304,8 +305,32 @@ def read_trace_file(path: str | Path, name: str | None = None) -> Trace:
         raise UserError([Problem(shown, 0, 0, f"unknown trace file type {kind or '(none)'!r}",
                                  "use .csv, .csv.gz, .jsonl, .yaml or .json, or --trace-format")])
     if problems:
-        raise UserError(problems[:200])
+        raise UserError(first_problems(problems, shown))
     return Trace.of(tasks, fails, name or path.name.split(".")[0], {"source": shown})
+
+
+def _check_header(shown: str, header: Sequence[str]) -> None:
+    """A CSV whose header is not the documented format's is one problem, not one per row
+    (every row of a large file of another layout would repeat it)."""
+    missing = [f for f in ("id", "submit", "runtime", "owner") if f not in header]
+    unknown = [c for c in header if c not in TASK_FIELDS and c != "type"]
+    if missing or unknown:
+        what = "; ".join(x for x in (
+            f"lacks {', '.join(missing)}" if missing else "",
+            f"has columns the format does not know: {', '.join(unknown)}" if unknown else "") if x)
+        raise UserError([Problem(shown, 1, 0, f"the header {what}",
+                                 "for the documented format see schemas/trace.schema.json; a CSV of "
+                                 "another layout reads with --trace-format generic --columns "
+                                 "submit=COL,runtime=COL,gpus=COL,owner=COL")])
+
+
+def first_problems(problems: list[Problem], shown: str, limit: int = 200) -> list[Problem]:
+    """The first ``limit`` problems, and a last one saying how many more there are."""
+    if len(problems) <= limit:
+        return problems
+    return problems[:limit] + [Problem(shown, 0, 0, f"... and {len(problems) - limit} more problems",
+                                       f"the first {limit} are shown; fix those and read it again",
+                                       code=MORE)]
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:

@@ -61,6 +61,43 @@ def test_every_bad_row_is_reported_with_its_line(tmp_path):
     assert "duplicate task id 'a'" in text
 
 
+def test_a_csv_of_another_layout_is_one_problem_at_its_header(tmp_path):
+    """Not one problem per row: a large file in another layout would print them by the
+    hundred; the one problem says how to read such a file."""
+    path = tmp_path / "jobs.csv"
+    path.write_text("ts,secs,n,team\n" + "".join(f"{i},60,1,red\n" for i in range(1000)))
+    with pytest.raises(UserError) as err:
+        read_trace_file(path)
+    [problem] = err.value.problems
+    assert (problem.line, problem.message) == (
+        1, "the header lacks id, submit, runtime, owner; has columns the format does not know: "
+           "ts, secs, n, team")
+    assert "--trace-format generic --columns" in problem.hint
+
+
+def test_a_generic_csv_value_that_cannot_be_read_names_its_field_and_column(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text("when,secs,n,team\nyesterday,60,1,red\n5,60,two,red\n6,60,1.5,red\n7,60,8,red\n")
+    with pytest.raises(UserError) as err:
+        load_trace(path, fmt="generic", columns={"submit": "when", "runtime": "secs", "gpus": "n",
+                                                  "owner": "team"})
+    assert [str(p) for p in err.value.problems] == [
+        f"{path}:2:0: submit must be seconds or an ISO timestamp, got 'yesterday'; column 'when'",
+        f"{path}:3:0: gpus must be a whole number >= 0, got 'two'; column 'n'",
+        f"{path}:4:0: gpus must be a whole number >= 0, got '1.5'; column 'n'"]
+
+
+def test_past_200_problems_the_rest_are_counted_not_dropped(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("id,submit,runtime,owner\n" + "".join(f"j{i},0,x,red\n" for i in range(250)))
+    with pytest.raises(UserError) as err:
+        read_trace_file(path)
+    problems = err.value.problems
+    assert len(problems) == 201
+    assert problems[-1].message == "... and 50 more problems"  # last, though it has no line
+    assert all("runtime must be a number" in p.message for p in problems[:-1])
+
+
 def test_gang_shape_spreads_gpus_over_whole_pods():
     assert gang_shape(4) == (1, 4)
     assert gang_shape(16) == (2, 8)

@@ -82,16 +82,17 @@ class GitSource:
         except Exception:  # pragma: no cover - pygit2 returns None rather than raising
             found = None
         if not found:
-            raise UserError([Problem(where, 0, 0, f"{where} is not inside a git repository",
-                                     "pass the repository path, or drop --rev to read the directory",
-                                     "git")])
+            raise UserError([Problem(where, 0, 0, "not inside a git repository",
+                                     "pass a directory inside a git repository (a plain directory "
+                                     "is read without --rev, by allot validate and simulate)", "git")])
         try:
             repo = pygit2.Repository(found)
             obj = repo.revparse_single(rev)
             commit = obj.peel(pygit2.Commit)
         except Exception as err:  # pygit2 raises KeyError, ValueError or GitError subclasses
-            detail = str(err).strip() or type(err).__name__
-            raise UserError([Problem(where, 0, 0, f"unknown git revision {rev!r} ({detail})",
+            detail = str(err).strip().strip("'\"") or type(err).__name__
+            said = f"unknown git revision {rev!r}" + (f" ({detail})" if detail != rev else "")
+            raise UserError([Problem(where, 0, 0, said,
                                      "give a branch, tag, commit sha or an expression like HEAD~3",
                                      "git")]) from None
         self.repo = repo

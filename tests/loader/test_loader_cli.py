@@ -35,7 +35,7 @@ def test_validate_reports_problems_without_traceback(base_copy, capsys):
 
 def test_validate_unknown_revision(base_copy, capsys):
     assert main(["validate", str(base_copy), "--rev", "HEAD"]) == 1
-    assert "is not inside a git repository" in capsys.readouterr().err
+    assert ": not inside a git repository; pass a directory inside a git repository" in capsys.readouterr().err
 
 
 def _row(text: str, name: str) -> list[str]:

@@ -101,6 +101,7 @@ def test_unknown_or_non_commit_revisions_are_user_errors(history, rev):
         load_config(work, rev=rev)
     (problem,) = err.value.problems
     assert problem.message.startswith(f"unknown git revision {rev!r}")
+    assert problem.message.count(rev) == 1  # (pygit2's error, when it only repeats the name, is not)
     assert problem.hint
 
 
@@ -110,7 +111,8 @@ def test_not_a_repository(tmp_path):
     with pytest.raises(UserError) as err:
         load_config(plain, rev="HEAD")
     (problem,) = err.value.problems
-    assert problem.message == f"{plain} is not inside a git repository"
+    assert (problem.file, problem.message) == (str(plain), "not inside a git repository")
+    assert str(problem).startswith(f"{plain}: not inside a git repository; pass a directory inside")
 
 
 def test_revision_with_errors_reports_them_with_paths(history):

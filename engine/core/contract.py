@@ -3,7 +3,8 @@
 ``meta`` is the workload's labels merged with its annotations; the keys are named by
 ``config.policy.labels`` (defaults ``allot.dev/budget``, ``allot.dev/min-runtime``,
 ``allot.dev/resumable``, ``allot.dev/priority``, ``allot.dev/gpus-per-pod``, ``allot.dev/pods``,
-``allot.dev/cluster``). Rules, each with a precise reason when broken:
+``allot.dev/cluster``). Rules, each with a precise reason when broken (every broken rule of a
+workload is reported at once):
 
 * every contract value must be a valid Kubernetes label value: at most 63 characters,
   ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`` (so priorities cannot be negative);
@@ -90,30 +91,38 @@ def _hint_for(name: str, candidates: Iterable[str]) -> str:
 
 def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], config: Config,
                    gpus_per_pod: int | None = None, pods: int | None = None) -> Contract:
-    """Parse and check a contract; raise :class:`ContractError` with the precise reason."""
+    """Parse and check a contract; raise :class:`ContractError` with the precise reason, every
+    broken label at once (numbered when there are several), so one resubmission can fix them
+    all. A label that fails its check is not read further (its value is not checked twice)."""
     labels = config.policy.labels
     policy = config.policy
     tree = config.tree
+    errors: list[str] = []
     keys = (labels.budget, labels.min_runtime, labels.resumable, labels.priority,
             labels.gpus_per_pod, labels.pods, labels.cluster)
     for key in keys:
         if key in meta:
-            check_label_value(key, meta[key])
+            try:
+                check_label_value(key, meta[key])
+            except ContractError as err:
+                errors.append(str(err))
+    bad = {e.split(":", 1)[0] for e in errors}  # keys whose value is not a label value
+    meta = {k: v for k, v in meta.items() if k not in bad}
 
     # min runtime ------------------------------------------------------------------
     raw_min = meta.get(labels.min_runtime)
-    if raw_min is None or raw_min == "":
-        min_runtime = policy.default_min_runtime_s
-    else:
+    min_runtime = policy.default_min_runtime_s
+    if raw_min is not None and raw_min != "":
         try:
             min_runtime = parse_duration(raw_min)
         except ValueError as exc:
-            raise ContractError(f"{labels.min_runtime}: {exc}") from None
-        if min_runtime > policy.min_runtime_cap_s:
-            cap = format_duration(policy.min_runtime_cap_s)
-            raise ContractError(f"{labels.min_runtime}: {raw_min} is above the policy cap of {cap}; "
-                                f"ask for at most {cap} (it is never clamped) and make the job "
-                                f"resumable so it can continue after preemption")
+            errors.append(f"{labels.min_runtime}: {exc}")
+        else:
+            if min_runtime > policy.min_runtime_cap_s:
+                cap = format_duration(policy.min_runtime_cap_s)
+                errors.append(f"{labels.min_runtime}: {raw_min} is above the policy cap of {cap}; "
+                              f"ask for at most {cap} (it is never clamped) and make the job "
+                              f"resumable so it can continue after preemption")
 
     # resumable / priority -----------------------------------------------------------
     raw_res = meta.get(labels.resumable)
@@ -125,25 +134,33 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
         elif low in _FALSE:
             resumable = False
         else:
-            raise ContractError(f"{labels.resumable}: {raw_res!r} is not a boolean; use true or false")
+            errors.append(f"{labels.resumable}: {raw_res!r} is not a boolean; use true or false")
     raw_prio = meta.get(labels.priority)
     priority = 0
     if raw_prio is not None and raw_prio != "":
         if not raw_prio.isdigit():
-            raise ContractError(f"{labels.priority}: {raw_prio!r} is not a whole number; "
-                                f"use 0..{MAX_PRIORITY} (higher runs first within the budget)")
-        priority = int(raw_prio)
-        if priority > MAX_PRIORITY:
-            raise ContractError(f"{labels.priority}: {priority} is out of range; use 0..{MAX_PRIORITY}")
+            errors.append(f"{labels.priority}: {raw_prio!r} is not a whole number; "
+                          f"use 0..{MAX_PRIORITY} (higher runs first within the budget)")
+        elif int(raw_prio) > MAX_PRIORITY:
+            errors.append(f"{labels.priority}: {int(raw_prio)} is out of range; use 0..{MAX_PRIORITY}")
+        else:
+            priority = int(raw_prio)
 
     # shape / cluster ----------------------------------------------------------------
-    gpp = _count(labels.gpus_per_pod, meta, gpus_per_pod, "GPUs per pod")
-    npods = _count(labels.pods, meta, pods, "pod count")
+    gpp = npods = 1
+    try:
+        gpp = _count(labels.gpus_per_pod, meta, gpus_per_pod, "GPUs per pod")
+    except ContractError as err:
+        errors.append(str(err))
+    try:
+        npods = _count(labels.pods, meta, pods, "pod count")
+    except ContractError as err:
+        errors.append(str(err))
     cluster = meta.get(labels.cluster) or None
     if cluster is not None and cluster not in {c.name for c in policy.clusters}:
         names = [c.name for c in policy.clusters]
-        raise ContractError(f"{labels.cluster}: unknown cluster {cluster!r}; clusters are "
-                            f"{', '.join(names) or '(none)'}{_hint_for(cluster, names)}")
+        errors.append(f"{labels.cluster}: unknown cluster {cluster!r}; clusters are "
+                      f"{', '.join(names) or '(none)'}{_hint_for(cluster, names)}")
 
     # budget -------------------------------------------------------------------------
     requested = meta.get(labels.budget) or None
@@ -153,27 +170,33 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
     note = ""
     if requested is not None:
         if requested not in tree.nodes:
-            raise ContractError(f"{labels.budget}: unknown budget {requested!r}"
-                                f"{_hint_for(requested, tree.leaves())} (budgets are leaves of the "
-                                f"budget tree; run 'allot validate' to list them)")
-        if not tree.is_leaf(requested):
+            errors.append(f"{labels.budget}: unknown budget {requested!r}"
+                          f"{_hint_for(requested, tree.leaves())} (budgets are leaves of the "
+                          f"budget tree; run 'allot validate' to list them)")
+        elif not tree.is_leaf(requested):
             leaves = [n for n in tree.walk() if tree.is_leaf(n) and requested in tree.path(n)]
             shown = ", ".join(leaves[:5]) + (", ..." if len(leaves) > 5 else "")
-            raise ContractError(f"{labels.budget}: {requested!r} is not a leaf budget; charge one of "
-                                f"its leaves: {shown}")
-        allowed = set(tree.nodes[requested].principals)
-        who = sorted(set(submitter), key=str)
-        if not allowed & set(who):
-            budget = None
-            listed = ", ".join(str(p) for p in sorted(allowed, key=str)) or "nobody"
-            note = (f"runs unallocated: {', '.join(map(str, who)) or 'the submitter'} may not "
-                    f"charge budget {requested!r} (its principals: {listed})")
-        elif min_runtime == 0:
-            budget = None
-            note = "runs unallocated: min runtime 0 means free, never charged, always preemptible"
+            errors.append(f"{labels.budget}: {requested!r} is not a leaf budget; charge one of "
+                          f"its leaves: {shown}")
+        else:
+            allowed = set(tree.nodes[requested].principals)
+            who = sorted(set(submitter), key=str)
+            if not allowed & set(who):
+                budget = None
+                listed = ", ".join(str(p) for p in sorted(allowed, key=str)) or "nobody"
+                note = (f"runs unallocated: {', '.join(map(str, who)) or 'the submitter'} may not "
+                        f"charge budget {requested!r} (its principals: {listed})")
+            elif min_runtime == 0:
+                budget = None
+                note = "runs unallocated: min runtime 0 means free, never charged, always preemptible"
     else:
         note = "runs unallocated: no budget label (free, never charged, always preemptible)"
 
+    if len(errors) == 1:
+        raise ContractError(errors[0])
+    if errors:
+        raise ContractError(f"{len(errors)} problems: " +
+                            " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1)))
     return Contract(budget=budget, min_runtime_s=float(min_runtime), resumable=resumable,
                     priority=priority, gpus_per_pod=gpp, pods=npods, cluster=cluster,
                     requested_budget=requested, note=note)

@@ -100,3 +100,19 @@ def test_malformed_values_get_precise_reasons(labels, reason):
 def test_labels_and_pod_specs_must_agree():
     with pytest.raises(ContractError, match="label says 4 but the workload requests 2"):
         parse_contract(meta(pods="4"), NS, CONFIG, pods=2)
+
+
+def test_every_broken_label_is_reported_at_once():
+    """One resubmission can fix them all: the reason numbers each broken label, and a label
+    that is not a valid label value is not also refused for its content."""
+    with pytest.raises(ContractError) as err:
+        parse_contract(meta(budget="vision-a2", min="9h", prio="high", cluster="h200", pods="-2"),
+                       NS, CONFIG)
+    text = str(err.value)
+    assert text.startswith("5 problems: (1) allot.dev/pods: '-2' is not a valid label value")
+    for i, part in enumerate(["allot.dev/min-runtime: 9h is above the policy cap of 8h",
+                              "allot.dev/priority: 'high' is not a whole number",
+                              "allot.dev/cluster: unknown cluster 'h200'",
+                              "allot.dev/budget: unknown budget 'vision-a2'; did you mean vision-a1?"], 2):
+        assert f"({i}) {part}" in text
+    assert "(6)" not in text and "'-2' is not a whole number" not in text

@@ -31,14 +31,13 @@ def run(args: argparse.Namespace) -> int:
     from engine.core.explain import when
     from engine.durations import format_duration
     from engine.views.forecast import forecast
+    from engine.views.state import NotFound
 
     state = load_state(args)
-    found = state.find(args.job)
-    if len(found) != 1:
-        raise UserError([Problem(args.job, 0, 0, f"no workload {args.job!r}" if not found else
-                                 f"{args.job!r} matches {len(found)} workloads: {', '.join(found[:8])}",
-                                 "see `allot queue` for the ids", "not-found")])
-    wid = found[0]
+    try:
+        wid = state.one(args.job)
+    except NotFound as err:
+        raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
     status = state.decision.statuses.get(wid)
     if status is None or status.state not in ("pending", "admitted"):
         what = status.state if status else state.finished.get(wid, {}).get("state", "not queued")

@@ -28,13 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.views.explain import NotFound, explain
+    from engine.views.explain import explain
+    from engine.views.state import NotFound
 
     state = load_state(args)
     try:
         exp = explain(state, args.job)
     except NotFound as err:
-        raise UserError([Problem(args.job, 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
+        raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
     if args.format == "json":
         print(json.dumps({**exp.to_dict(), "now": state.now, "notes": state.notes}, indent=2))
     else:

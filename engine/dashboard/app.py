@@ -85,7 +85,8 @@ def handle(method: str, path: str, query: Mapping[str, list[str]] | str,
             return 200, {"Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store"}, \
                 _state_json(state)
         if path == "/api/explain":
-            from engine.views.explain import NotFound, explain
+            from engine.views.explain import explain
+            from engine.views.state import NotFound
 
             try:
                 exp = explain(state, arg("job"))

@@ -60,9 +60,6 @@ class Explanation:
         return "\n".join(lines)
 
 
-class NotFound(LookupError):
-    pass
-
 
 def _dur(seconds: float) -> str:
     return format_duration(round(max(0.0, seconds))) if math.isfinite(seconds) else "forever"
@@ -90,12 +87,9 @@ def _lf(state: ViewState, node: str) -> tuple[float, float, float]:
 
 
 def explain(state: ViewState, query: str) -> Explanation:
-    """Explain workload ``query`` (an id, or a unique suffix of one); raise :class:`NotFound`."""
-    found = state.find(query)
-    if len(found) != 1:
-        raise NotFound(f"no workload {query!r}" if not found else
-                       f"{query!r} matches {len(found)} workloads: {', '.join(found[:8])}")
-    wid = found[0]
+    """Explain workload ``query`` (an id, or a unique suffix of one); raise
+    :class:`~engine.views.state.NotFound`."""
+    wid = state.one(query)
     d = state.decision
     if wid not in d.statuses:
         return _finished(state, wid)

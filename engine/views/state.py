@@ -123,6 +123,15 @@ class ViewState:
     def ledger_obj(self) -> Ledger | None:
         return Ledger.from_dict(self.ledger) if self.ledger else None
 
+    def one(self, query: str) -> str:
+        """The one workload id ``query`` names (:meth:`find`); :class:`NotFound` says why not."""
+        found = self.find(query)
+        if len(found) != 1:
+            raise NotFound(f"no workload {query!r}" if not found else
+                           f"{query!r} matches {len(found)} workloads: {', '.join(found[:8])}"
+                           + (", ..." if len(found) > 8 else ""))
+        return found[0]
+
     def find(self, query: str) -> list[str]:
         """Workload ids matching ``query``: the exact id, else ids that end with or contain it."""
         known = set(self.workloads) | set(self.finished) | set(self.history)
@@ -162,6 +171,10 @@ class ViewState:
             expected={k: float(v) for k, v in d.get("expected", {}).items()},
             finished=dict(d.get("finished", {})), notes=list(d.get("notes", [])),
             meta=dict(d.get("meta", {})))
+
+
+class NotFound(LookupError):
+    """No workload, or more than one, matches what the user typed (:meth:`ViewState.one`)."""
 
 
 def fmt_num(x: float | None, digits: int = 2) -> str:

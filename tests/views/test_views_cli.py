@@ -46,7 +46,13 @@ def test_explain_prints_statements_and_json_carries_their_numbers(capsys, state_
     rank = next(s for s in doc["statements"] if s["topic"] == "rank")
     assert rank["numbers"]["rank"] == st.rank
     code, _, err = _run(capsys, "explain", "no-such-job", "--state", str(state_file))
-    assert code == 1 and "no workload 'no-such-job'" in err
+    assert code == 1 and err.startswith("JOB: no workload 'no-such-job'; see `allot queue` for the ids")
+    many = sim_state.find("0")  # every id ending in 0
+    assert len(many) > 8
+    code, _, err = _run(capsys, "eta", "0", "--state", str(state_file))
+    first = err.splitlines()[0]
+    assert code == 1 and first.startswith(f"JOB: '0' matches {len(many)} workloads: {many[0]}, ")
+    assert ", ...; see `allot queue` for the ids" in first  # 8 of them shown
 
 
 def test_eta_forecasts_with_assumptions(capsys, state_file, sim_state):

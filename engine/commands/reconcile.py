@@ -115,10 +115,17 @@ def run(args: argparse.Namespace) -> int:
 
     setup_logging(args.log_format)
     log = logging.getLogger("allot.reconcile")
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        print(f"allot reconcile: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
+        return 1
     try:
         client = KubeClient.connect(args.kubeconfig)
     except Exception as err:  # a missing or broken kubeconfig is a user error, not a traceback
-        print(f"allot reconcile: cannot load Kubernetes configuration: {err}", file=sys.stderr)
+        where = (f"from --kubeconfig {args.kubeconfig}" if args.kubeconfig else
+                 "(not in a cluster, and $KUBECONFIG or ~/.kube/config gave none)")
+        said = " ".join(str(err).split()).rstrip(".")
+        print(f"allot reconcile: cannot load Kubernetes configuration {where}: {said}; pass "
+              f"--kubeconfig PATH, or run it in the cluster (deploy/)", file=sys.stderr)
         return 1
     policy = PolicySource(args.policy_repo, branch=args.branch, workdir=args.workdir,
                           interval_s=args.policy_interval or args.interval or 60.0)

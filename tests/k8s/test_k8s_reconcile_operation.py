@@ -69,7 +69,21 @@ def test_reconcile_with_an_unreadable_kubeconfig_is_a_user_error(tmp_path, capsy
     bad = tmp_path / "kubeconfig"
     bad.write_text("not: [a kubeconfig")
     assert main(["reconcile", "--kubeconfig", str(bad), "--once"]) == 1
-    assert "cannot load Kubernetes configuration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"allot reconcile: cannot load Kubernetes configuration from --kubeconfig {bad}: ")
+    assert err.rstrip().endswith("; pass --kubeconfig PATH, or run it in the cluster (deploy/)")
+    assert main(["reconcile", "--kubeconfig", str(tmp_path / "none"), "--once"]) == 1
+    assert capsys.readouterr().err == f"allot reconcile: --kubeconfig {tmp_path / 'none'}: no such file\n"
+
+
+def test_reconcile_with_no_configuration_at_all_says_where_it_looked(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert main(["reconcile", "--once"]) == 1
+    err = capsys.readouterr().err
+    assert "(not in a cluster, and $KUBECONFIG or ~/.kube/config gave none)" in err
+    assert "pass --kubeconfig PATH" in err
 
 
 # ------------------------------------------------------------------------------ metrics

@@ -80,6 +80,8 @@ def handle(method: str, path: str, query: Mapping[str, list[str]] | str,
     if state is None:
         return _error(503, "no state yet: the reconciler has not finished a pass")
     arg = lambda name: (query.get(name) or [""])[0]  # noqa: E731
+    if path in ("/api/explain", "/api/eta") and not arg("job"):
+        return _error(400, f"{path} needs the workload: ?job=ID (an id or a unique suffix of one)")
     try:
         if path == "/api/state":
             return 200, {"Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store"}, \
@@ -109,8 +111,8 @@ def handle(method: str, path: str, query: Mapping[str, list[str]] | str,
             with tempfile.TemporaryDirectory() as tmp:
                 png = Path(usage_png(rep, str(Path(tmp) / "usage.png"))).read_bytes()
             return 200, {"Content-Type": "image/png", "Cache-Control": "no-store"}, png
-    except UserError as err:
-        return _error(400, "; ".join(str(p) for p in err.problems))
+    except UserError as err:  # a view's problems name their CLI flag: here the query parameter
+        return _error(400, "; ".join(str(p).removeprefix("--") for p in err.problems))
     return _error(404, f"no endpoint {path}")
 
 

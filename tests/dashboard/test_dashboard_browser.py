@@ -4,6 +4,8 @@ timeline are drawn with the simulation's data; searching a job shows its explana
 
 from __future__ import annotations
 
+import json
+
 from engine.dashboard.app import handle
 from tests.dashboard.conftest import ARTIFACTS
 
@@ -88,3 +90,13 @@ def test_endpoints_without_a_state_answer_503_and_unknown_paths_404():
     assert handle("GET", "/static/../app.py", "", lambda: None)[0] == 404
     status, headers, body = handle("GET", "/", "", lambda: None)
     assert status == 200 and headers["Content-Type"].startswith("text/html") and b"app.js" in body
+
+
+def test_bad_api_requests_say_what_to_send(sim_state):
+    """A missing ?job= is a 400 that says so (it matched every workload: a 404 listing them),
+    and a view's problem names the query parameter, not the command-line flag."""
+    for path in ("/api/explain", "/api/eta"):
+        status, _, body = handle("GET", path, "", lambda: sim_state)
+        assert status == 400 and json.loads(body)["error"].startswith(f"{path} needs the workload: ?job=ID")
+    status, _, body = handle("GET", "/api/usage", "subtree=nope", lambda: sim_state)
+    assert status == 400 and json.loads(body)["error"].startswith("subtree: no budget node 'nope'")

@@ -14,7 +14,7 @@ import sys
 from typing import Sequence
 
 from engine import __version__
-from engine.errors import UserError, render_problems
+from engine.errors import Problem, UserError, render_problems
 
 # Subcommand modules under engine.commands, in the order ``allot --help`` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -70,6 +70,14 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as err:
+        if err.filename is None:  # not a file the user named: a bug or the network, with its traceback
+            raise
+        # a file the user asked for that cannot be read or written (a path, a permission, a full disk)
+        problem = Problem(str(err.filename), 0, 0, f"cannot use this file: {err.strerror or err}",
+                          "check the path and its permissions")
+        print(render_problems([problem], "text"), file=sys.stderr)
+        return 1
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -75,3 +75,28 @@ def test_the_dashboard_reports_a_port_in_use_before_preparing_its_state(capsys, 
     err = capsys.readouterr().err
     assert f"--port: cannot listen on 127.0.0.1:{port}: " in err
     assert "choose another --port (0 picks a free one)" in err
+
+
+def test_an_output_directory_that_cannot_be_made_is_reported_before_the_work(tmp_path, capsys,
+                                                                             monkeypatch):
+    import engine.commands.simulate as simulate
+
+    def never(args):
+        raise AssertionError("the trace was prepared before the output directory was checked")
+
+    monkeypatch.setattr(simulate, "build_experiment_inputs", never)
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    assert main(["simulate", "--out", str(taken)]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"--out: cannot make the directory {str(taken)!r}: File exists; give a directory you can write")
+
+
+def test_a_file_that_cannot_be_written_is_a_problem_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    target = tmp_path / "a-file" / "CODEOWNERS"  # under a file: no directory can be made there
+    assert main(["codeowners", "--output", str(target)]) == 1
+    err = capsys.readouterr().err
+    # (its parent directory is made first, where a file already is)
+    assert err.startswith(f"{target.parent}: cannot use this file: File exists; check the path")
+    assert "Traceback" not in err

@@ -7,8 +7,10 @@ is a usage error naming the flag, never a traceback or a nonsensical run."""
 
 import argparse
 import math
+from pathlib import Path
 
 from engine.durations import parse_duration
+from engine.errors import Problem, UserError
 
 
 def seconds_arg(text: str) -> float:
@@ -77,3 +79,15 @@ def _number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def output_dir(flag: str, path: str | Path) -> Path:
+    """Make the directory a command writes into, before its work (not after minutes of
+    simulation): a path that cannot be a directory is a problem named by ``flag``."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError([Problem(flag, 0, 0, f"cannot make the directory {str(out)!r}: "
+                                 f"{err.strerror or err}", "give a directory you can write")]) from None
+    return out

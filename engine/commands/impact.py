@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.commands import non_negative, seed
+from engine.commands import non_negative, output_dir, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import UserError
 from engine.impact.diff import diff_configs
@@ -109,7 +109,7 @@ def _load(repo: str, rev: str, which: str, out: Path | None, fmt: str) -> Config
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.out) if args.out else None
+    out = output_dir("--out", args.out) if args.out else None
     base = _load(args.repo, args.base, "base", out, args.format)
     head = _load(args.repo, args.head, "head", out, args.format)
     base_rev = base.revision or args.base

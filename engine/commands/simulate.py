@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-from engine.commands import count, non_negative, seed
+from engine.commands import count, non_negative, output_dir, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -236,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError([Problem("--baseline", 0, 0, f"unknown baseline(s) {', '.join(bad)}",
                                  "choose from legacy, monopoly, none")])
     t0 = time.monotonic()
+    output_dir("--out", args.out)
     config, trace = build_experiment_inputs(args)
     names = ["budget", *baselines]
     progress = Progress(args.progress or sys.stderr.isatty(), names)

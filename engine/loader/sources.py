@@ -165,9 +165,9 @@ def open_source(root: str | Path | None, rev: str | None) -> Source:
     if rev is not None:
         return GitSource(base, rev)
     if not base.exists():
-        raise UserError([Problem(str(base), 0, 0, f"{base} does not exist",
+        raise UserError([Problem(str(base), 0, 0, "does not exist",
                                  "give the directory that holds budgets/ and policies/", "missing")])
     if not base.is_dir():
-        raise UserError([Problem(str(base), 0, 0, f"{base} is not a directory",
+        raise UserError([Problem(str(base), 0, 0, "is not a directory",
                                  "give the directory that holds budgets/ and policies/", "missing")])
     return DirSource(base)

@@ -110,13 +110,19 @@ def load_mapping(path: str | Path) -> dict[str, str | None]:
     """Read a mapping file: ``owners: {owner: leaf}``, optional ``default: <leaf>|unfunded``.
     The default is returned under the key ``"*"``; ``unfunded`` maps to ``None``."""
     path = Path(path)
+    hint = "write owners: {<trace owner>: <budget leaf>}, optionally default: <leaf>|unfunded"
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise UserError([Problem(str(path), 0, 0, f"cannot read mapping: {err}")]) from None
+    except OSError as err:
+        raise UserError([Problem(str(path), 0, 0, f"cannot read the mapping: {err.strerror or err}",
+                                 "give the path of a mapping file (--mapping)")]) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        raise UserError([Problem(str(path), line, col,
+                                 f"not valid YAML: {getattr(err, 'problem', None) or err}", hint)]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("owners"), dict):
-        raise UserError([Problem(str(path), 1, 1, "a mapping file needs an 'owners' mapping",
-                                 "write owners: {<trace owner>: <budget leaf>}")])
+        raise UserError([Problem(str(path), 1, 1, "a mapping file needs an 'owners' mapping", hint)])
     out: dict[str, str | None] = {}
     for owner, leaf in doc["owners"].items():
         out[str(owner)] = None if leaf in (None, UNFUNDED) else str(leaf)

@@ -188,3 +188,17 @@ def test_cluster_override():
     assert cfg.policy.clusters[0].nodes == 3
     with pytest.raises(UserError, match="unknown cluster"):
         with_clusters(cfg, "nope")
+
+
+def test_a_mapping_file_that_cannot_be_read_says_where_and_why(tmp_path):
+    with pytest.raises(UserError) as err:
+        load_mapping(tmp_path / "none.yaml")
+    assert str(err.value.problems[0]) == (f"{tmp_path / 'none.yaml'}: cannot read the mapping: No such file "
+                                          f"or directory; give the path of a mapping file (--mapping)")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("owners: [1,2")
+    with pytest.raises(UserError) as err:
+        load_mapping(bad)
+    (problem,) = err.value.problems
+    assert (problem.line, problem.column) == (1, 13)  # where YAML gave up, not 0:0
+    assert problem.message == "not valid YAML: expected ',' or ']', but got '<stream end>'"

@@ -135,12 +135,12 @@ def knob_values(settings: list[str]) -> dict[str, object]:
     for item in settings:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise UserError([Problem("--set", 0, 0, f"--set {item!r} is not KNOB=VALUE",
+            raise UserError([Problem("--set", 0, 0, f"{item!r} is not KNOB=VALUE",
                                      "write e.g. --set placement.loans=true", "usage")])
         try:
             out[key.strip()] = yaml.safe_load(text)
         except yaml.YAMLError:
-            raise UserError([Problem("--set", 0, 0, f"--set {item!r}: the value is not YAML",
+            raise UserError([Problem("--set", 0, 0, f"{item!r}: the value is not YAML",
                                      "quote it the way the policy file would", "usage")]) from None
     return out
 

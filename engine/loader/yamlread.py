@@ -116,6 +116,21 @@ def decode(file: str, raw: bytes) -> tuple[str | None, list[Problem]]:
                               "save the file as UTF-8", "encoding")]
 
 
+def yaml_problem(file: str, err: yaml.YAMLError) -> Problem:
+    """What PyYAML refused, where (its mark) and what to check: for any YAML the user wrote
+    (config files, trace mapping files, YAML traces)."""
+    if not isinstance(err, yaml.MarkedYAMLError):  # pragma: no cover - text input is always marked
+        return Problem(file, 1, 1, f"invalid YAML: {err}", "", "yaml")
+    mark = err.problem_mark or err.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    what = err.problem or "unreadable YAML"
+    context = f" ({err.context})" if err.context else ""
+    hint = "check indentation, quoting and brackets near here"
+    if "'\\t'" in what:
+        hint = "indent with spaces, not tabs"
+    return Problem(file, line, column, f"invalid YAML: {what}{context}", hint, "yaml")
+
+
 def parse(file: str, raw: bytes) -> tuple[Document | None, list[Problem]]:
     """Parse one YAML file; return the document or the problems that prevent reading it."""
     text, problems = decode(file, raw)
@@ -126,17 +141,8 @@ def parse(file: str, raw: bytes) -> tuple[Document | None, list[Problem]]:
         if bomb is not None:
             return None, [bomb]
         roots = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        what = err.problem or "unreadable YAML"
-        context = f" ({err.context})" if err.context else ""
-        hint = "check indentation, quoting and brackets near here"
-        if "'\\t'" in what:
-            hint = "indent with spaces, not tabs"
-        return None, [Problem(file, line, column, f"invalid YAML: {what}{context}", hint, "yaml")]
-    except yaml.YAMLError as err:  # pragma: no cover - PyYAML raises marked errors for text input
-        return None, [Problem(file, 1, 1, f"invalid YAML: {err}", "", "yaml")]
+    except yaml.YAMLError as err:
+        return None, [yaml_problem(file, err)]
     roots = [r for r in roots if r is not None]
     if not roots:
         return None, [Problem(file, 1, 1, "file is empty (no YAML document)",

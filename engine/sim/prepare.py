@@ -44,6 +44,7 @@ import numpy as np
 import yaml
 
 from engine.errors import Problem, UserError
+from engine.loader.yamlread import yaml_problem
 from engine.model import BudgetNode, BudgetTree, Config
 from engine.sim.trace import Task, Trace, replace_task
 
@@ -117,10 +118,7 @@ def load_mapping(path: str | Path) -> dict[str, str | None]:
         raise UserError([Problem(str(path), 0, 0, f"cannot read the mapping: {err.strerror or err}",
                                  "give the path of a mapping file (--mapping)")]) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        raise UserError([Problem(str(path), line, col,
-                                 f"not valid YAML: {getattr(err, 'problem', None) or err}", hint)]) from None
+        raise UserError([yaml_problem(str(path), err)]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("owners"), dict):
         raise UserError([Problem(str(path), 1, 1, "a mapping file needs an 'owners' mapping", hint)])
     out: dict[str, str | None] = {}

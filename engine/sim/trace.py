@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import yaml
 
 from engine.errors import MORE, Problem, UserError
+from engine.loader.yamlread import yaml_problem
 
 CLASSES = ("debug", "small", "large")
 TASK_FIELDS = ("id", "submit", "pods", "gpus_per_pod", "runtime", "owner", "leaf", "min_runtime",
@@ -293,7 +294,7 @@ def read_trace_file(path: str | Path, name: str | None = None) -> Trace:
             try:
                 doc = yaml.safe_load(fh)
             except yaml.YAMLError as err:
-                raise UserError([Problem(shown, 0, 0, f"cannot parse trace: {err}")]) from None
+                raise UserError([yaml_problem(shown, err)]) from None
         if not isinstance(doc, Mapping) or not isinstance(doc.get("tasks"), list):
             raise UserError([Problem(shown, 1, 1, "a trace document needs a 'tasks' list",
                                      "see schemas/trace.schema.json")])

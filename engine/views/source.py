@@ -93,8 +93,14 @@ def load_state(args: argparse.Namespace) -> ViewState:
         path = Path(args.state)
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise UserError([Problem(str(path), 0, 0, f"cannot read the state: {err}")]) from None
+        except OSError as err:
+            raise UserError([Problem(str(path), 0, 0, f"cannot read the state: {err.strerror or err}",
+                                     "give a file saved from /api/state or `allot queue --format json "
+                                     "--full`")]) from None
+        except json.JSONDecodeError as err:
+            raise UserError([Problem(str(path), err.lineno, err.colno, f"not a view state: not JSON ({err.msg})",
+                                     "give a file saved from /api/state or `allot queue --format json "
+                                     "--full`")]) from None
         return _from_dict(data, str(path))
     return simulated_state(args)
 

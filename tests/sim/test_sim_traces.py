@@ -201,4 +201,4 @@ def test_a_mapping_file_that_cannot_be_read_says_where_and_why(tmp_path):
         load_mapping(bad)
     (problem,) = err.value.problems
     assert (problem.line, problem.column) == (1, 13)  # where YAML gave up, not 0:0
-    assert problem.message == "not valid YAML: expected ',' or ']', but got '<stream end>'"
+    assert problem.message.startswith("invalid YAML: expected ',' or ']', but got '<stream end>'")

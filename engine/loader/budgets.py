@@ -9,7 +9,9 @@ children. The root file is the one no other file references (when several are un
 Checks (each reported with its location; all collected, none stops the others):
 
 - references: the file exists, stays inside ``budgets/``, is referenced once, names match,
-  and files never reference each other in a cycle; exactly one root file, no orphan files;
+  and files never reference each other in a cycle; exactly one root file, no orphan files
+  (judged only when every budget file could be read: a file with errors of its own hides its
+  references, and what it references would be reported an orphan wrongly);
 - names are unique across all files;
 - shares: every non-top node has one; a top node has none (its parent's file sets it); the
   children's shares plus the parent's ``unallocated`` sum to 100 within :data:`TOLERANCE`;
@@ -134,18 +136,21 @@ def assemble(docs: list[Document], all_files: set[str]) -> tuple[list[BudgetNode
                                     "a subtree cannot contain its own ancestor; remove one reference",
                                     key="file", code="cycle"))
 
-    # 2. Exactly one root file; everything else reachable from it.
+    # 2. Exactly one root file; everything else reachable from it. Not judged while a budget
+    # file has errors of its own (already reported): its references are unknown, so a file it
+    # references would be reported an orphan, or its subtrees as extra roots, wrongly.
+    partial = bool(all_files - set(tops))
     unreferenced = sorted(f for f in tops if f not in ref_of)
     root_file: str | None = None
     if len(unreferenced) == 1:
         root_file = unreferenced[0]
     elif ROOT_FILE in unreferenced:
         root_file = ROOT_FILE
-    if tops and not unreferenced:
+    if tops and not unreferenced and not partial:
         problems.append(Problem("budgets", 0, 0, "no root budget file: every budget file is referenced by another",
                                 "the root file is the one no other file references; break the cycle", "cycle"))
     for file in unreferenced:
-        if file == root_file:
+        if file == root_file or partial:
             continue
         top = tops[file]
         others = ", ".join(f for f in unreferenced if f != file)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.core.statuses import WAIT_CAUSES
-from engine.durations import approx_duration
+from engine.durations import approx_duration, format_duration
 from engine.sim.experiment import Experiment
 from engine.sim.forked import run_forked
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waiting, plot_waits
@@ -79,13 +79,21 @@ def first_measured(summary: dict[str, Any]) -> float:
     return 0.0
 
 
+def _window_text(window: list[float] | None) -> str:
+    """``[3628800.0, 3758400.0]`` -> ``42d to 43d12h of the trace`` (as ``--window`` is written)."""
+    if not window:
+        return "the whole trace"
+    a, b = window
+    return f"{format_duration(round(a))} to {format_duration(round(b))} of the trace"
+
+
 def markdown(summary: dict[str, Any]) -> str:
     exp = summary["experiment"]
     names = list(summary["schedulers"])
     cfg = exp["config"]
     out = [f"# Simulation report: {exp['trace']}", "",
            f"- Trace: **{exp['trace']}**, {exp['tasks']} tasks, {exp['node_failures']} node failures,"
-           f" window {exp['window_s'] or 'whole trace'} (trace seconds), time compression"
+           f" window {_window_text(exp['window_s'])}, time compression"
            f" x{exp['compression']:g}, simulated horizon {approx_duration(exp['horizon_s'])}"
            + (f", of which the first {approx_duration(first_measured(summary))} are a warm-up of"
               f" {approx_duration(exp.get('warmup_s') or 0.0)} of trace before the window: simulated (it"

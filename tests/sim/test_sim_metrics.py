@@ -198,4 +198,13 @@ def test_the_report_names_the_reservation_knobs_it_ran_with(tmp_path):
                                                                   "loans")} == {
         "reservations": 2, "reservation_share": 0.5, "loans": True}
     write_report(exp, tmp_path, pictures=False)
-    assert "up to 2 reservations a pass on at most 50% of the GPUs, loans on;" in (tmp_path / "report.md").read_text()
+    text = (tmp_path / "report.md").read_text()
+    assert "up to 2 reservations a pass on at most 50% of the GPUs, loans on;" in text
+    assert " window the whole trace, time compression" in text
+
+
+def test_the_report_writes_the_window_as_it_is_given():
+    from engine.sim.report import _window_text
+
+    assert _window_text([3628800.0, 3758400.0]) == "42d to 43d12h of the trace"  # --window 42d:43d12h
+    assert _window_text(None) == "the whole trace"

@@ -155,7 +155,28 @@ def _verdict(diff: ConfigDiff, replay: ReplayImpact | None) -> str:
         bits.append(f"Replayed {days:.1f} days of `{replay.trace}` ({replay.tasks:,} jobs{ratio}) "
                     f"under both revisions: {len(replay.gainers)} team(s) gain, "
                     f"{len(replay.losers)} lose delivered GPU-hours.")
+        against = _against_share(diff, replay)
+        if against:
+            moved = " and ".join(_change_cell(t, " GPU-h") for t in against)
+            bits.append(f"{_names([t.team for t in against])} moved against "
+                        f"{'its' if len(against) == 1 else 'their'} share change ({moved}): a "
+                        f"share acts through the usage fair share remembers over the policy's lookback, "
+                        f"so over {days:.1f} days such moves are mostly chance; replay more days "
+                        f"(`--days`) to see the change settle.")
     return " ".join(bits)
+
+
+def _against_share(diff: ConfigDiff, replay: ReplayImpact) -> list[TeamImpact]:
+    """Teams whose effective share rose but delivered GPU-hours fell, or the other way round."""
+    share = {c.name: (c.effective_before or 0.0, c.effective_after or 0.0) for c in diff.leaves}
+    return [t for t in replay.teams if t.team in share and t.change
+            and share[t.team][0] != share[t.team][1]
+            and (t.change > 0) != (share[t.team][1] > share[t.team][0])]
+
+
+def _names(teams: list[str]) -> str:
+    quoted = [f"**{t}**" for t in teams]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def _share_cell(team: str, effective: dict) -> str:
@@ -165,10 +186,10 @@ def _share_cell(team: str, effective: dict) -> str:
     return arrow(pct(change.effective_before), pct(change.effective_after))
 
 
-def _change_cell(t: TeamImpact) -> str:
+def _change_cell(t: TeamImpact, unit: str = "") -> str:
     base = t.delivered.before or 0.0
     rel = f" ({t.change / base:+.1%})".replace("-", "−") if base > 0 else ""
-    return f"{signed(t.change)}{rel}"
+    return f"{signed(t.change)}{unit}{rel}"
 
 
 def _most_moved(t: TeamImpact) -> str:

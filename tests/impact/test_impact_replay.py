@@ -255,6 +255,29 @@ def test_the_summary_table_names_the_waiting_that_moved_most():
     assert "waiting that moved most" not in plain
 
 
+def test_the_verdict_warns_when_a_team_moves_against_its_share_change():
+    """A short replay can move a team against its share change (a share acts through the usage
+    fair share remembers): the verdict says so, with the moves, and points to more days."""
+    from engine.impact.diff import ConfigDiff, LeafChange
+    from engine.impact.report import render_markdown
+
+    def team(name: str, change: float) -> TeamImpact:
+        return TeamImpact(name, Pair(100.0, 100.0 + change), Pair(90.0, 90.0), Pair(1, 1),
+                          Pair(2, 2), Pair(0, 0), {})
+
+    def leaf(name: str, before: float, after: float) -> LeafChange:
+        return LeafChange(name, "p", "p", before * 100, after * 100, before, after, {}, {})
+
+    diff = ConfigDiff((), (), (), (leaf("up", 0.06, 0.09), leaf("down", 0.105, 0.075)), (), (), (), ())
+    against = ReplayImpact("t", 1, 43200.0, Pair(8, 8), None, (team("up", -2.0), team("down", 1.5)), (), {})
+    verdict = render_markdown("a" * 40, "b" * 40, diff, against).splitlines()[2]
+    assert ("**up** and **down** moved against their share change (−2.0 GPU-h (−2.0%) and +1.5 GPU-h "
+            "(+1.5%)): a share acts through the usage fair share remembers over the policy's "
+            "lookback, so over 0.5 days such moves are mostly chance; replay more days (`--days`)") in verdict
+    along = replace(against, teams=(team("up", 2.0), team("down", -1.5)))
+    assert "moved against" not in render_markdown("a" * 40, "b" * 40, diff, along)
+
+
 def test_progress_reports_each_side_up_to_the_end(tmp_path, monkeypatch):
     """``run_replay(progress=...)`` hears the fraction of each side's horizon simulated so far:
     never falling, within [0, 1], ending at [1.0, 1.0]; run here, the head starts once the

@@ -61,12 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as err:
-        # JSON is for bots: it goes to stdout so it can be piped; text problems go to stderr.
-        if getattr(args, "format", "text") == "json":
-            print(render_problems(err.problems, "json"))
-        else:
-            print(render_problems(err.problems, "text"), file=sys.stderr)
-        return 1
+        problems = err.problems
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -74,10 +69,14 @@ def _run(args: argparse.Namespace) -> int:
         if err.filename is None:  # not a file the user named: a bug or the network, with its traceback
             raise
         # a file the user asked for that cannot be read or written (a path, a permission, a full disk)
-        problem = Problem(str(err.filename), 0, 0, f"cannot use this file: {err.strerror or err}",
-                          "check the path and its permissions")
-        print(render_problems([problem], "text"), file=sys.stderr)
-        return 1
+        problems = (Problem(str(err.filename), 0, 0, f"cannot use this file: {err.strerror or err}",
+                            "check the path and its permissions"),)
+    # JSON is for bots: it goes to stdout so it can be piped; text problems go to stderr.
+    if getattr(args, "format", "text") == "json":
+        print(render_problems(problems, "json"))
+    else:
+        print(render_problems(problems, "text"), file=sys.stderr)
+    return 1
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

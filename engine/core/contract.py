@@ -100,13 +100,14 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
     errors: list[str] = []
     keys = (labels.budget, labels.min_runtime, labels.resumable, labels.priority,
             labels.gpus_per_pod, labels.pods, labels.cluster)
+    bad: set[str] = set()  # keys whose value is not a label value: not read further
     for key in keys:
         if key in meta:
             try:
                 check_label_value(key, meta[key])
             except ContractError as err:
                 errors.append(str(err))
-    bad = {e.split(":", 1)[0] for e in errors}  # keys whose value is not a label value
+                bad.add(key)
     meta = {k: v for k, v in meta.items() if k not in bad}
 
     # min runtime ------------------------------------------------------------------

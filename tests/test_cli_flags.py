@@ -14,7 +14,8 @@ from engine.errors import Problem
 
 BAD = [
     (["simulate", "--demand-ratio", "-1"], "--demand-ratio: must be a number >= 0"),
-    (["simulate", "--days", "-1"], "--days: must be a number >= 0"),
+    (["simulate", "--days", "-1"], "--days: must be a number > 0"),
+    (["simulate", "--trace", "synthetic", "--days", "0"], "--days: must be a number > 0"),
     (["simulate", "--trace", "synthetic", "--tasks", "-5"], "--tasks: must be a whole number >= 1"),
     (["simulate", "--trace", "synthetic", "--tasks", "0"], "--tasks: must be a whole number >= 1"),
     (["simulate", "--trace", "synthetic", "--seed", "-1"], "--seed: must be a whole number >= 0"),

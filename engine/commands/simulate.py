@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-from engine.commands import count, non_negative, output_dir, seed
+from engine.commands import count, non_negative, output_dir, positive, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -84,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", default=None,
                    help=f"START:END of the trace to replay, as durations from its start "
                         f"(e.g. 28d:42d) [{DEFAULT['window']} for the default trace]")
-    p.add_argument("--days", type=non_negative, help="replay this many days from the window start")
+    p.add_argument("--days", type=positive, help="replay this many days from the window start "
+                                                    "(a synthetic trace: its length, 7 by default)")
     p.add_argument("--warmup", default=None,
                    help=f"also replay this much of the trace before the window, unmeasured, so the "
                         f"window opens on a full cluster, a standing queue and a charged ledger "

@@ -101,3 +101,17 @@ def test_a_file_that_cannot_be_written_is_a_problem_not_a_traceback(tmp_path, ca
     # (its parent directory is made first, where a file already is)
     assert err.startswith(f"{target.parent}: cannot use this file: File exists; check the path")
     assert "Traceback" not in err
+
+
+def test_a_flag_that_does_nothing_for_the_chosen_trace_is_reported(capsys):
+    """--tasks sizes only a synthetic trace; --window, --warmup, --mapping, --columns,
+    --trace-format and --tree only shape a trace read from a file or bundled: given with the
+    other kind they would be ignored silently."""
+    assert main(["simulate", "--trace", "philly", "--tasks", "50"]) == 1
+    assert capsys.readouterr().err.startswith(
+        "--tasks: does not apply to --trace philly; drop it, or use --trace synthetic")
+    assert main(["simulate", "--trace", "synthetic", "--window", "1d:2d", "--warmup", "1h",
+                 "--tree", "equal"]) == 1
+    err = capsys.readouterr().err
+    assert [line.split(":")[0] for line in err.splitlines()[:-1]] == ["--tree", "--warmup", "--window"]
+    assert err.splitlines()[-1] == "3 problems found"

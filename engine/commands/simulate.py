@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", default=None,
                    help=f"clusters to simulate: name or name:nodes, comma-separated "
                         f"[{DEFAULT['cluster']} for bundled traces; the config's otherwise]")
-    p.add_argument("--tasks", type=count, default=20000, help="tasks of a synthetic trace [%(default)s]")
+    p.add_argument("--tasks", type=count, default=None, help=f"tasks of a synthetic trace [{SYNTHETIC_TASKS}]")
     p.add_argument("--cadence", choices=["watch", "interval", "event"], default="watch",
                    help="when passes run: watch = as the reconciler (at every submission, completion "
                         "and node change, plus a resync one interval after the last pass while work "
@@ -146,6 +146,25 @@ def knob_values(settings: list[str]) -> dict[str, object]:
     return out
 
 
+SYNTHETIC_TASKS = 20000  # --tasks of a synthetic trace
+
+
+def _check_trace_flags(args: argparse.Namespace) -> None:
+    """A flag that does nothing for the chosen trace is a mistake to report, not to ignore."""
+    if args.trace == "synthetic":
+        given = [flag for flag, value in (("--window", args.window), ("--warmup", args.warmup),
+                                          ("--mapping", args.mapping), ("--columns", args.columns),
+                                          ("--trace-format", args.trace_format))
+                 if value is not None] + (["--tree"] if args.tree != "repo" else [])
+        hint = "drop it; a synthetic trace is generated for the config's leaves (--days, --tasks)"
+    else:
+        given = ["--tasks"] if args.tasks is not None else []
+        hint = "drop it, or use --trace synthetic"
+    if given:
+        raise UserError([Problem(flag, 0, 0, f"does not apply to --trace {args.trace}", hint, "usage")
+                         for flag in given])
+
+
 def build_experiment_inputs(args: argparse.Namespace):
     """(config, prepared trace) from the parsed flags."""
     from dataclasses import replace
@@ -155,6 +174,7 @@ def build_experiment_inputs(args: argparse.Namespace):
     from engine.sim.prepare import (cut, derive_tree, leaf_name, prepare_trace, with_clusters)
     from engine.sim.synthetic import synthetic_trace
 
+    _check_trace_flags(args)
     config = load_config(args.root, rev=args.rev, overrides=knob_values(args.set))
     bundled = args.trace in BUNDLED and not args.trace_format
     cluster = args.cluster if args.cluster is not None else (DEFAULT["cluster"] if bundled else None)
@@ -164,7 +184,8 @@ def build_experiment_inputs(args: argparse.Namespace):
     ratio = args.demand_ratio if args.demand_ratio is not None else DEFAULT["demand_ratio"]
     if args.trace == "synthetic":
         days = args.days or 7.0
-        trace = synthetic_trace(config, days=days, tasks=args.tasks, demand_ratio_target=ratio or 1.1,
+        trace = synthetic_trace(config, days=days, tasks=args.tasks or SYNTHETIC_TASKS,
+                                demand_ratio_target=ratio or 1.1,
                                 seed=args.seed)
         return config, prepare_trace(trace, config, seed=args.seed)
     columns = None

@@ -45,7 +45,7 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                    help="simulate this trace instead (bundled: philly, helios; or a trace file)")
     g.add_argument("--at", type=seconds_arg, default=None, metavar="TIME",
                    help="simulated time of the state, seconds or e.g. 16h, 1d2h (default: the end)")
-    g.add_argument("--days", type=positive, default=DEFAULT_DAYS, metavar="D",
+    g.add_argument("--days", type=positive, default=None, metavar="D",
                    help=f"length of the default synthetic trace in days (default: {DEFAULT_DAYS:g})")
     g.add_argument("--tasks", type=count, default=None, metavar="N",
                    help=f"tasks in the default synthetic trace (default: {DEFAULT_TASKS} per "
@@ -86,7 +86,34 @@ def _from_dict(data, where: str) -> ViewState:
                                  "give the JSON served at /api/state")]) from None
 
 
+def _check_source_flags(args: argparse.Namespace) -> None:
+    """One source of the state, and no flag that would do nothing for it (ignored silently,
+    ``--days 7 --url ...`` would show the cluster's state as if it were a week's simulation)."""
+    url, state, trace = (getattr(args, k, None) for k in ("url", "state", "trace"))
+    sources = [f for f, v in (("--sim", getattr(args, "sim", False)), ("--trace", trace), ("--url", url),
+                              ("--state", state)) if v]
+    problems = []
+    if len(sources) > 1:
+        problems.append(Problem(" and ".join(sources), 0, 0, "give one source of the state, not several",
+                                "the sources are --sim (the default), --trace, --url and --state", "usage"))
+    synthetic = [f for f, v in (("--days", getattr(args, "days", None)), ("--tasks", getattr(args, "tasks", None)))
+                 if v is not None]
+    simulated = [f for f, v in (("--at", getattr(args, "at", None)), ("--config", getattr(args, "config", None)),
+                                ("--fresh", getattr(args, "fresh", False) or None)) if v is not None]
+    if url or state:
+        where = "--url" if url else "--state"
+        problems += [Problem(f, 0, 0, f"does not apply to {where}: it shapes a simulated state",
+                             "drop it", "usage") for f in synthetic + simulated]
+    elif trace:
+        problems += [Problem(f, 0, 0, f"does not apply to --trace {trace}: it shapes the embedded "
+                             f"default's simulation", "drop it", "usage")
+                     for f in synthetic + (["--fresh"] if getattr(args, "fresh", False) else [])]
+    if problems:
+        raise UserError(problems)
+
+
 def load_state(args: argparse.Namespace) -> ViewState:
+    _check_source_flags(args)
     if getattr(args, "url", None):
         return fetch_state(args.url)
     if getattr(args, "state", None):
@@ -151,7 +178,7 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
             raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
                                      f"({result.horizon:g}s)", "lower --at")])
         return state_from_sim(result)
-    days = args.days
+    days = args.days or DEFAULT_DAYS
     tasks = args.tasks or max(1, round(DEFAULT_TASKS * days / DEFAULT_DAYS))
     if at is not None and at > days * 86400:
         raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the {days:g}-day "

@@ -196,3 +196,17 @@ def test_without_a_home_directory_no_state_is_kept(monkeypatch, sim_state):
     monkeypatch.setattr(Path, "home", staticmethod(homeless))
     assert statecache.cache_dir() is None
     assert statecache.save("k.json", sim_state) is None and statecache.load("k.json") is None
+
+
+def test_one_source_of_state_and_no_flag_it_would_ignore(capsys, state_file):
+    """Two sources, or a flag that shapes a simulation given with a saved or live state (or
+    the embedded default's size given with a trace), are refused: ignored, ``--days 7`` would
+    read as if the view were of a week's simulation."""
+    code, _, err = _run(capsys, "queue", "--state", str(state_file), "--url", "http://127.0.0.1:9")
+    assert code == 1 and err.startswith("--url and --state: give one source of the state, not several")
+    code, _, err = _run(capsys, "queue", "--state", str(state_file), "--days", "7", "--at", "1h")
+    assert code == 1 and err.splitlines()[:2] == [
+        "--at: does not apply to --state: it shapes a simulated state; drop it",
+        "--days: does not apply to --state: it shapes a simulated state; drop it"]
+    code, _, err = _run(capsys, "queue", "--trace", "philly", "--tasks", "5")
+    assert code == 1 and err.startswith("--tasks: does not apply to --trace philly")

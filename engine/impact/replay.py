@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
+from engine.errors import Problem, UserError
 from engine.impact.runs import Progress, RunOutcome, simulate_all
 from engine.model import Config
 from engine.sim.trace import Trace
@@ -159,6 +160,10 @@ def load_replay_trace(spec: ReplaySpec):
         start = default_start_day()
     if start is None:
         start = ramp_up_day(trace)
+    if start and start * 86400.0 >= trace.span:
+        raise UserError([Problem("--start-day", 0, 0, f"day {start:g} is past the last submission of "
+                                 f"{trace.name} (day {trace.span / 86400.0:.1f})",
+                                 "give an earlier --start-day")])
     if start:
         trace = trace.window(start * 86400.0, None).with_meta(start_day=start)
     return trace

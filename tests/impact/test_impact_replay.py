@@ -335,13 +335,11 @@ def test_a_window_that_cannot_offer_the_demand_is_refused():
         window_for(trace, 32, ReplaySpec(days=1.0, demand_ratio=1.1))
 
 
-def test_a_start_day_past_the_trace_says_so(capsys):
+def test_a_start_day_past_the_trace_says_so(shift_repo, capsys):
     """Not "cannot reach demand ratio 1.1", which sent the user to lower the ratio."""
     from engine.cli import main
 
-    from pathlib import Path
-
-    checkout = str(Path(__file__).resolve().parents[2])  # a git repository with budgets/ and policies/
-    assert main(["impact", "--repo", checkout, "--base", "HEAD", "--trace", "helios", "--start-day", "500"]) == 1
+    assert main(["impact", "--repo", str(shift_repo.path), "--base", shift_repo.base, "--head",
+                 shift_repo.head, "--trace", "helios", "--start-day", "500"]) == 1
     err = capsys.readouterr().err
     assert "--start-day: day 500 is past the last submission of helios (day 20.2); give an earlier --start-day" in err

@@ -80,12 +80,12 @@ def test_the_dashboard_reports_a_port_in_use_before_preparing_its_state(capsys, 
 
 def test_an_output_directory_that_cannot_be_made_is_reported_before_the_work(tmp_path, capsys,
                                                                              monkeypatch):
-    import engine.commands.simulate as simulate
+    import engine.sim.experiment as experiment
 
-    def never(args):
-        raise AssertionError("the trace was prepared before the output directory was checked")
+    def never(*args, **kwargs):
+        raise AssertionError("the simulation ran before the output directory was checked")
 
-    monkeypatch.setattr(simulate, "build_experiment_inputs", never)
+    monkeypatch.setattr(experiment, "run_experiment", never)
     taken = tmp_path / "a-file"
     taken.write_text("")
     assert main(["simulate", "--out", str(taken)]) == 1
@@ -101,6 +101,12 @@ def test_a_file_that_cannot_be_written_is_a_problem_not_a_traceback(tmp_path, ca
     # (its parent directory is made first, where a file already is)
     assert err.startswith(f"{target.parent}: cannot use this file: File exists; check the path")
     assert "Traceback" not in err
+
+
+def test_a_refused_command_leaves_no_output_directory_behind(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["simulate", "--trace", "philly", "--tasks", "50", "--out", str(out)]) == 1
+    assert not out.exists()
 
 
 def test_a_flag_that_does_nothing_for_the_chosen_trace_is_reported(capsys):

@@ -258,8 +258,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError([Problem("--baseline", 0, 0, f"unknown baseline(s) {', '.join(bad)}",
                                  "choose from legacy, monopoly, none")])
     t0 = time.monotonic()
-    output_dir("--out", args.out)
     config, trace = build_experiment_inputs(args)
+    output_dir("--out", args.out)  # before the simulation; not made when the inputs are refused
     names = ["budget", *baselines]
     progress = Progress(args.progress or sys.stderr.isatty(), names)
     exp = run_experiment(config, trace, names, seed=args.seed,

@@ -10,9 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.errors import Problem, UserError
 from engine.commands import seconds_arg
-from engine.views.source import add_view_arguments, load_state
+from engine.views.source import add_view_arguments, job_id, load_state
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,13 +30,9 @@ def run(args: argparse.Namespace) -> int:
     from engine.core.explain import when
     from engine.durations import format_duration
     from engine.views.forecast import forecast
-    from engine.views.state import NotFound
 
     state = load_state(args)
-    try:
-        wid = state.one(args.job)
-    except NotFound as err:
-        raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
+    wid = job_id(state, args.job)
     status = state.decision.statuses.get(wid)
     if status is None or status.state not in ("pending", "admitted"):
         what = status.state if status else state.finished.get(wid, {}).get("state", "not queued")

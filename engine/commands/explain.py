@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.errors import Problem, UserError
-from engine.views.source import add_view_arguments, load_state
+from engine.views.source import add_view_arguments, job_id, load_state
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,13 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.views.explain import explain
-    from engine.views.state import NotFound
 
     state = load_state(args)
-    try:
-        exp = explain(state, args.job)
-    except NotFound as err:
-        raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
+    exp = explain(state, job_id(state, args.job))
     if args.format == "json":
         print(json.dumps({**exp.to_dict(), "now": state.now, "notes": state.notes}, indent=2))
     else:

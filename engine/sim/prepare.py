@@ -111,7 +111,6 @@ def load_mapping(path: str | Path) -> dict[str, str | None]:
     """Read a mapping file: ``owners: {owner: leaf}``, optional ``default: <leaf>|unfunded``.
     The default is returned under the key ``"*"``; ``unfunded`` maps to ``None``."""
     path = Path(path)
-    hint = "write owners: {<trace owner>: <budget leaf>}, optionally default: <leaf>|unfunded"
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
@@ -120,7 +119,9 @@ def load_mapping(path: str | Path) -> dict[str, str | None]:
     except yaml.YAMLError as err:
         raise UserError([yaml_problem(str(path), err)]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("owners"), dict):
-        raise UserError([Problem(str(path), 1, 1, "a mapping file needs an 'owners' mapping", hint)])
+        raise UserError([Problem(str(path), 1, 1, "a mapping file needs an 'owners' mapping",
+                                 "write owners: {<trace owner>: <budget leaf>}, optionally default: "
+                                 "<leaf>|unfunded")])
     out: dict[str, str | None] = {}
     for owner, leaf in doc["owners"].items():
         out[str(owner)] = None if leaf in (None, UNFUNDED) else str(leaf)

@@ -60,7 +60,6 @@ class Explanation:
         return "\n".join(lines)
 
 
-
 def _dur(seconds: float) -> str:
     return format_duration(round(max(0.0, seconds))) if math.isfinite(seconds) else "forever"
 

@@ -29,9 +29,10 @@ from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
 from engine.views import statecache
 from engine.views.codec import config_to_dict
-from engine.views.state import ViewState
+from engine.views.state import NotFound, ViewState
 
 URL_TIMEOUT_S = 30.0
+STATE_HINT = "give a file saved from /api/state or `allot queue --format json --full`"
 
 
 def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
@@ -86,6 +87,14 @@ def _from_dict(data, where: str) -> ViewState:
                                  "give the JSON served at /api/state")]) from None
 
 
+def job_id(state: ViewState, job: str) -> str:
+    """The workload id the command's ``JOB`` names (:meth:`ViewState.one`), or its problem."""
+    try:
+        return state.one(job)
+    except NotFound as err:
+        raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
+
+
 def _check_source_flags(args: argparse.Namespace) -> None:
     """One source of the state, and no flag that would do nothing for it (ignored silently,
     ``--days 7 --url ...`` would show the cluster's state as if it were a week's simulation)."""
@@ -96,18 +105,15 @@ def _check_source_flags(args: argparse.Namespace) -> None:
     if len(sources) > 1:
         problems.append(Problem(" and ".join(sources), 0, 0, "give one source of the state, not several",
                                 "the sources are --sim (the default), --trace, --url and --state", "usage"))
-    synthetic = [f for f, v in (("--days", getattr(args, "days", None)), ("--tasks", getattr(args, "tasks", None)))
-                 if v is not None]
-    simulated = [f for f, v in (("--at", getattr(args, "at", None)), ("--config", getattr(args, "config", None)),
-                                ("--fresh", getattr(args, "fresh", False) or None)) if v is not None]
+    given = [flag for flag in ("--days", "--tasks", "--at", "--config", "--fresh")  # they shape a simulation
+             if getattr(args, flag[2:], None) is not None and getattr(args, flag[2:]) is not False]
     if url or state:
-        where = "--url" if url else "--state"
-        problems += [Problem(f, 0, 0, f"does not apply to {where}: it shapes a simulated state",
-                             "drop it", "usage") for f in synthetic + simulated]
-    elif trace:
+        problems += [Problem(f, 0, 0, f"does not apply to {'--url' if url else '--state'}: it shapes "
+                             f"a simulated state", "drop it", "usage") for f in given]
+    elif trace:  # (a trace's simulation takes --at and --config too)
         problems += [Problem(f, 0, 0, f"does not apply to --trace {trace}: it shapes the embedded "
                              f"default's simulation", "drop it", "usage")
-                     for f in synthetic + (["--fresh"] if getattr(args, "fresh", False) else [])]
+                     for f in given if f in ("--days", "--tasks", "--fresh")]
     if problems:
         raise UserError(problems)
 
@@ -122,12 +128,10 @@ def load_state(args: argparse.Namespace) -> ViewState:
             data = json.loads(path.read_text())
         except OSError as err:
             raise UserError([Problem(str(path), 0, 0, f"cannot read the state: {err.strerror or err}",
-                                     "give a file saved from /api/state or `allot queue --format json "
-                                     "--full`")]) from None
+                                     STATE_HINT)]) from None
         except json.JSONDecodeError as err:
             raise UserError([Problem(str(path), err.lineno, err.colno, f"not a view state: not JSON ({err.msg})",
-                                     "give a file saved from /api/state or `allot queue --format json "
-                                     "--full`")]) from None
+                                     STATE_HINT)]) from None
         return _from_dict(data, str(path))
     return simulated_state(args)
 

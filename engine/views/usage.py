@@ -13,7 +13,7 @@ For the subtree's root and each of its nodes:
   projected metric follows.
 
 The PNG (:func:`usage_png`) draws the subtree's delivered, entitled and allocated GPU-hours per
-bin and each child's delivered/entitled ratio.
+bin (and its billing-weighted charge, labelled so) and each child's delivered/entitled ratio.
 """
 
 from __future__ import annotations

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
 from typing import TypedDict
 
-from engine.commands import count, non_negative, output_dir, positive, seed
+from engine.commands import count, non_negative, output_dir, positive, runrecord, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -267,6 +268,8 @@ def run(args: argparse.Namespace) -> int:
                          parallel=args.jobs > 1)
     progress.finish()
     paths = write_report(exp, args.out, pictures=not args.no_pictures, parallel=args.jobs > 1)
+    paths.append(runrecord.write(args.out, runrecord.record(args, config, trace,
+                                                            exp.results["budget"].horizon)))
     summary = exp.summary()
     if args.format == "json":
         print(json.dumps(summary, indent=2, sort_keys=True))
@@ -282,5 +285,6 @@ def run(args: argparse.Namespace) -> int:
                           f"{1000 * r.decide_s / max(1, r.decide_calls):.1f} ms each)"
                           for n, r in exp.results.items())
         print(f"wall: {time.monotonic() - t0:.1f}s total; {walls}")
-        print(f"report: {Path(args.out) / 'report.md'} ({len(paths)} files)")
+        print(f"report: {Path(args.out) / 'report.md'} ({len(paths)} files); why a job of the budget "
+              f"run waited: allot explain JOB --report {shlex.quote(args.out)} [--at TIME]")
     return 0

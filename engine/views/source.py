@@ -54,6 +54,9 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
     g.add_argument("--seed", type=seed, default=0, help="seed of the synthetic trace (default: 0)")
     g.add_argument("--config", metavar="DIR", default=None,
                    help="budgets/ and policies/ to simulate (default: the embedded default)")
+    g.add_argument("--report", metavar="DIR", default=None,
+                   help="the budget run of an `allot simulate` report in DIR, simulated again from "
+                        "its run.json up to --at (seconds of the run, as in its tasks-*.csv)")
     g.add_argument("--url", metavar="URL", default=None,
                    help="a reconciler's (or allot dashboard's) address; reads URL/api/state")
     g.add_argument("--state", metavar="FILE", default=None,
@@ -98,13 +101,14 @@ def job_id(state: ViewState, job: str) -> str:
 def _check_source_flags(args: argparse.Namespace) -> None:
     """One source of the state, and no flag that would do nothing for it (ignored silently,
     ``--days 7 --url ...`` would show the cluster's state as if it were a week's simulation)."""
-    url, state, trace = (getattr(args, k, None) for k in ("url", "state", "trace"))
-    sources = [f for f, v in (("--sim", getattr(args, "sim", False)), ("--trace", trace), ("--url", url),
-                              ("--state", state)) if v]
+    url, state, trace, report = (getattr(args, k, None) for k in ("url", "state", "trace", "report"))
+    sources = [f for f, v in (("--sim", getattr(args, "sim", False)), ("--trace", trace),
+                              ("--report", report), ("--url", url), ("--state", state)) if v]
     problems = []
     if len(sources) > 1:
         problems.append(Problem(" and ".join(sources), 0, 0, "give one source of the state, not several",
-                                "the sources are --sim (the default), --trace, --url and --state", "usage"))
+                                "the sources are --sim (the default), --trace, --report, --url and --state",
+                                "usage"))
     given = [flag for flag in ("--days", "--tasks", "--at", "--config", "--fresh")  # they shape a simulation
              if getattr(args, flag[2:], None) is not None and getattr(args, flag[2:]) is not False]
     if url or state:
@@ -114,6 +118,10 @@ def _check_source_flags(args: argparse.Namespace) -> None:
         problems += [Problem(f, 0, 0, f"does not apply to --trace {trace}: it shapes the embedded "
                              f"default's simulation", "drop it", "usage")
                      for f in given if f in ("--days", "--tasks", "--fresh")]
+    elif report:  # (the run is the report's: only the instant and --fresh apply)
+        problems += [Problem(f, 0, 0, f"does not apply to --report {report}: the report's run "
+                             f"recorded its own", "drop it", "usage")
+                     for f in given if f in ("--days", "--tasks", "--config")]
     if problems:
         raise UserError(problems)
 
@@ -169,11 +177,13 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
     from engine.loader import load_config
     from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS, default_simulation, run_trace, state_from_sim
 
-    config = load_config(args.config) if getattr(args, "config", None) else load_config()
     at = getattr(args, "at", None)
     if at is not None and at <= 0:
         raise UserError([Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h")])
     show = SimProgress(getattr(args, "progress", False) or sys.stderr.isatty())
+    if getattr(args, "report", None):
+        return _report_state(args.report, at, show, getattr(args, "fresh", False))
+    config = load_config(args.config) if getattr(args, "config", None) else load_config()
     if getattr(args, "trace", None):
         show.what = f"trace {args.trace}"
         result = run_trace(config, args.trace, seed=args.seed, horizon=at, progress=show)
@@ -196,6 +206,27 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
         return kept[0]
     result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
                                 progress=show)
+    show.finish()
+    state = state_from_sim(result)
+    statecache.save(key, state)
+    return state
+
+
+def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bool) -> ViewState:
+    """The state at ``at`` of the budget run an ``allot simulate`` report recorded
+    (:mod:`engine.commands.runrecord`), kept like the embedded default's: the record (flags and
+    fingerprints of its inputs) and the instant are the key."""
+    from engine.commands import runrecord
+    from engine.views.simstate import state_from_sim
+
+    rec = runrecord.read(directory)
+    key = statecache.state_key({"report": rec, "at": at})
+    show.what = f"the budget run of {directory}"
+    kept = None if fresh else statecache.load(key)
+    if kept is not None:
+        show.kept(kept[1])
+        return kept[0]
+    result = runrecord.replay(directory, at, progress=show, rec=rec)
     show.finish()
     state = state_from_sim(result)
     statecache.save(key, state)

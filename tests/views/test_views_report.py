@@ -1,0 +1,101 @@
+"""The view commands on the budget run of an ``allot simulate`` report (``--report DIR``): the
+report says that a team got less than its entitlement, the views say why for one job, at any
+instant of that same run (:mod:`engine.commands.runrecord`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ("--trace", "synthetic", "--days", "0.3", "--tasks", "300", "--cluster", "h100:4",
+         "--baseline", "none", "--no-pictures", "--jobs", "1")
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _simulate(capsys, out: Path, *extra: str) -> list[dict]:
+    code, text, err = _run(capsys, "simulate", *SMALL, "--out", str(out), *extra)
+    assert code == 0, err
+    assert f"allot explain JOB --report {out}" in text
+    return list(csv.DictReader((out / "tasks-budget.csv").open()))
+
+
+def _ids(state: dict) -> tuple[set[str], set[str]]:
+    snap = state["snapshot"]
+    return {w["id"] for w in snap["pending"]}, {r["workload"]["id"] for r in snap["running"]}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "out"
+    assert main(["simulate", *SMALL, "--out", str(out)]) == 0
+    return out, list(csv.DictReader((out / "tasks-budget.csv").open()))
+
+
+def test_the_state_at_the_end_is_the_report_s(capsys, report):
+    out, rows = report
+    code, text, err = _run(capsys, "queue", "--report", str(out), "--format", "json", "--full")
+    assert code == 0, err
+    pending, running = _ids(json.loads(text))
+    assert pending == {r["id"] for r in rows if r["state"] == "pending"} != set()
+    assert running == {r["id"] for r in rows if r["state"] == "running"} != set()
+
+
+def test_the_state_at_an_instant_holds_the_work_submitted_and_not_ended_then(capsys, report):
+    out, rows = report
+    horizon = json.loads((out / "run.json").read_text())["horizon_s"]
+    at = round(horizon / 2) + 0.25  # (no event of the run falls on a quarter second)
+    code, text, err = _run(capsys, "queue", "--report", str(out), "--at", str(at), "--format", "json", "--full")
+    assert code == 0, err
+    state = json.loads(text)
+    assert state["now"] == at
+    pending, running = _ids(state)
+    alive = {r["id"] for r in rows if float(r["submit"]) <= at and r["state"] != "rejected"
+             and not (r["end"] and float(r["end"]) < at)}
+    assert pending | running == alive and not pending & running
+    started = {r["id"] for r in rows if r["first_start"] and float(r["first_start"]) < at}
+    assert running <= started
+    job = sorted(pending)[0]
+    code, text, err = _run(capsys, "explain", job, "--report", str(out), "--at", str(at))
+    assert code == 0 and text.startswith(f"{job}: pending"), err
+
+
+def test_a_run_whose_inputs_changed_is_not_shown(capsys, tmp_path):
+    for part in ("budgets", "policies"):
+        shutil.copytree(REPO / part, tmp_path / "cfg" / part)
+    _simulate(capsys, tmp_path / "out", "--root", str(tmp_path / "cfg"))
+    policy = tmp_path / "cfg" / "policies" / "scheduling.yaml"
+    policy.write_text(policy.read_text().replace("reservations: 8", "reservations: 4"))
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path / "out"))
+    assert code == 1 and err.startswith(
+        f"{tmp_path / 'out' / 'run.json'}: the budgets and policies at {tmp_path / 'cfg'} changed since "
+        f"this report was simulated, so its run cannot be shown; run allot simulate again")
+
+
+def test_what_a_report_source_refuses(capsys, report, tmp_path):
+    out, _ = report
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path))
+    assert code == 1 and err.startswith(f"{tmp_path / 'run.json'}: cannot read the run record: No such file")
+    (tmp_path / "run.json").write_text('{"kind": "something else", "flags": {}}')
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path))
+    assert code == 1 and err.startswith(f"{tmp_path / 'run.json'}: not a run record of allot simulate")
+    code, _, err = _run(capsys, "queue", "--report", str(out), "--at", "30d")
+    assert code == 1 and err.startswith("--at: time 2.592e+06s is after the end of the run (")
+    code, _, err = _run(capsys, "queue", "--report", str(out), "--days", "2", "--trace", "philly")
+    assert code == 1 and err.splitlines()[:2] == [
+        "--days: does not apply to --trace philly: it shapes the embedded default's simulation; drop it",
+        "--trace and --report: give one source of the state, not several; the sources are --sim "
+        "(the default), --trace, --report, --url and --state"]
+    code, _, err = _run(capsys, "queue", "--report", str(out), "--days", "2")
+    assert code == 1 and err.startswith("--days: does not apply to --report")

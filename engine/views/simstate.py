@@ -84,9 +84,13 @@ def remaining_runtime(task, segments, opt: SimOptions) -> float:
 
 
 def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float | None = None,
-                   options: SimOptions = SimOptions()) -> ViewState:
+                   options: SimOptions = SimOptions(), run_s: float | None = None,
+                   stopped: bool = False) -> ViewState:
     """The view state of ``result`` at time ``at`` (see the module docstring). ``keep_s``:
-    how far back runs, demand and history are kept (default: the policy's lookback)."""
+    how far back runs, demand and history are kept (default: the policy's lookback). For the
+    state's note: ``run_s``, the whole run's length when ``result`` was simulated only up to
+    the state (default: ``result``'s horizon); ``stopped``, so simulated with no such length
+    known."""
     config = result.config
     T = result.horizon if at is None else float(at)
     if T > result.horizon:
@@ -191,7 +195,8 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
     return ViewState(
         source="sim", now=T, config=config, snapshot=snapshot, ledger=ledger.to_dict(),
         runs=runs, demand=demand, history=history, expected=expected, finished=finished,
-        notes=[f"simulated state at t={T:.0f}s ({T / 3600:.1f} h into a {result.horizon / 3600:.1f} h "
+        notes=[f"simulated state at t={T:.0f}s ({T / 3600:.1f} h into "
+               f"{'the' if stopped and run_s is None else f'a {(run_s or result.horizon) / 3600:.1f} h'} "
                f"run of trace {result.trace.name or '(unnamed)'}, {len(result.trace.tasks)} tasks, "
                f"scheduler {result.scheduler})"],
         meta={"trace": result.trace.name, "horizon": result.horizon, "tasks": len(result.trace.tasks),

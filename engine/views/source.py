@@ -191,7 +191,7 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
         if at is not None and at > result.horizon:
             raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
                                      f"({result.horizon:g}s)", "lower --at")])
-        return state_from_sim(result)
+        return state_from_sim(result, stopped=at is not None)
     days = args.days or DEFAULT_DAYS
     tasks = args.tasks or max(1, round(DEFAULT_TASKS * days / DEFAULT_DAYS))
     if at is not None and at > days * 86400:
@@ -228,6 +228,6 @@ def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bo
         return kept[0]
     result = runrecord.replay(directory, at, progress=show, rec=rec)
     show.finish()
-    state = state_from_sim(result)
+    state = state_from_sim(result, run_s=float(rec["horizon_s"]))
     statecache.save(key, state)
     return state

@@ -69,6 +69,8 @@ def test_the_state_at_an_instant_holds_the_work_submitted_and_not_ended_then(cap
     job = sorted(pending)[0]
     code, text, err = _run(capsys, "explain", job, "--report", str(out), "--at", str(at))
     assert code == 0 and text.startswith(f"{job}: pending"), err
+    code, text, err = _run(capsys, "queue", "--report", str(out), "--at", str(at))
+    assert f"note: simulated state at t={at:.0f}s ({at / 3600:.1f} h into a {horizon / 3600:.1f} h run" in text
 
 
 def test_a_run_whose_inputs_changed_is_not_shown(capsys, tmp_path):

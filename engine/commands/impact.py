@@ -15,10 +15,11 @@ report for the CI comment, and the exit status is 1.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
-from engine.commands import non_negative, output_dir, seed
+from engine.commands import non_negative, output_dir, runrecord, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import UserError
 from engine.impact.diff import diff_configs
@@ -135,6 +136,13 @@ def run(args: argparse.Namespace) -> int:
         (out / "impact.json").write_text(render_json(base_rev, head_rev, diff, replay), encoding="utf-8")
         (out / "impact.md").write_text(render_markdown(base_rev, head_rev, diff, replay, chart),
                                        encoding="utf-8")
+        if replay is not None:  # (with spec: the replay ran)
+            for side, rec in runrecord.impact_records(args.repo, (base_rev, head_rev), spec,
+                                                      replay.runs).items():
+                runrecord.write(out / side, rec)
+            print(f"allot impact: why a job waited in a replay: allot explain JOB --report "
+                  f"{shlex.quote(str(out / 'base'))} (or {shlex.quote(str(out / 'head'))}) [--at TIME]",
+                  file=sys.stderr)
     if args.format == "json":
         print(render_json(base_rev, head_rev, diff, replay))
     else:

@@ -1,22 +1,28 @@
-"""The run record of ``allot simulate``: ``run.json`` in its report directory, so that the view
-commands can show its budget run at any instant (``allot explain JOB --report DIR --at 30h``).
+"""Run records: ``run.json`` beside a simulation's report, so that the view commands can show that
+run at any instant (``allot explain JOB --report DIR --at 30h``).
 
 A report says *that* a team got 49% of its entitlement; the views say *why*, for one job, with
 the numbers of the pass. They need the run's state at a chosen time, which the report does not
 hold (a state per pass would be gigabytes). A simulation is deterministic, so the record keeps
 what reproduces it instead:
 
-* the flags that shape the experiment (trace, window, warm-up, demand ratio, clusters, config
-  root and revision, knobs, seed, cadence; :data:`SHAPING`), with relative paths made absolute
-  and the default config root resolved, so the record reads the same from any directory;
-* fingerprints of the configuration and of the prepared trace, so a replay that would not be
-  the recorded run (budgets edited since, a trace file replaced) is refused rather than shown;
-* the run's horizon, to refuse an instant after its end before simulating.
+* ``allot simulate`` writes ``DIR/run.json`` for its budget run: the flags that shape the
+  experiment (trace, window, warm-up, demand ratio, clusters, config root and revision,
+  knobs, seed, cadence; :data:`SHAPING`), the default config root resolved;
+* ``allot impact --out DIR`` writes ``DIR/base/run.json`` and ``DIR/head/run.json``, one per
+  replay: the repository, both revisions as commit ids (a branch moves, a commit does not) and
+  the replay's settings (:class:`~engine.impact.replay.ReplaySpec`);
+* in both, relative paths are made absolute, so a record reads the same from any directory,
+  and fingerprints of the run's configuration and prepared trace are kept, so a replay that
+  would not be the recorded run (budgets edited since, a trace file replaced) is refused
+  rather than shown; and the run's horizon, to refuse an instant after its end at once.
 
-:func:`replay` rebuilds the inputs through the same :func:`~engine.commands.simulate.
-build_experiment_inputs` and runs the budget scheduler alone up to the instant asked for; the
-view state there (:func:`engine.views.simstate.state_from_sim`) is the one the run's pass saw.
-Times are seconds of the run, as in the report's ``tasks-*.csv`` (the warm-up included).
+:func:`replay` rebuilds the run's inputs through the code that built them
+(:func:`~engine.commands.simulate.build_experiment_inputs`,
+:func:`~engine.impact.replay.prepare_replay`) and runs the budget scheduler alone up to the
+instant asked for; the view state there (:func:`engine.views.simstate.state_from_sim`) is the
+one that run's pass saw. Times are seconds of the run, as in ``allot simulate``'s
+``tasks-*.csv`` (the warm-up included).
 """
 
 from __future__ import annotations
@@ -31,12 +37,16 @@ from engine.errors import Problem, UserError
 from engine.model import Config
 
 FILE = "run.json"
-KIND = "allot-simulate-run"
+KIND = "allot-run"
 VERSION = 1
 # the flags of ``allot simulate`` that decide what its budget run is (the rest: output only)
 SHAPING = ("trace", "trace_format", "columns", "mapping", "tree", "root", "rev", "set", "window",
            "days", "warmup", "demand_ratio", "cluster", "tasks", "seed", "cadence")
-HINT = "give the --out directory of an `allot simulate` run (it writes run.json there)"
+# what an ``allot impact`` replay is, beside its repository and revisions (ReplaySpec's fields)
+REPLAY = ("trace", "days", "start_day", "mapping", "demand_ratio", "seed", "cadence")
+SIDES = ("base", "head")
+HINT = ("give the --out directory of `allot simulate` (or DIR/base, DIR/head of `allot impact "
+        "--out DIR`): run.json is written there")
 
 
 def fingerprint(config: Config, trace) -> dict[str, str]:
@@ -50,24 +60,49 @@ def fingerprint(config: Config, trace) -> dict[str, str]:
             "trace": hashlib.sha256(body.encode()).hexdigest()}
 
 
-def record(args: argparse.Namespace, config: Config, trace, horizon: float) -> dict[str, Any]:
-    """The record of a run of ``allot simulate`` with ``args`` (module docstring)."""
-    from engine.loader.sources import default_root
+def _absolute(path: str | None) -> str | None:
+    return str(Path(path).resolve()) if path else path
+
+
+def _trace_ref(ref: str | None) -> str | None:
+    """A trace reference as the record keeps it: a bundled name (or ``synthetic``) as it is,
+    a file's path made absolute."""
     from engine.sim.importers import BUNDLED
 
+    return ref if ref is None or ref in BUNDLED or ref == "synthetic" else _absolute(ref)
+
+
+def _record(command: str, flags: dict[str, Any], config: Config, trace, horizon: float,
+            **extra: Any) -> dict[str, Any]:
+    return {"kind": KIND, "version": VERSION, "command": command, **extra, "flags": flags,
+            "horizon_s": horizon, "fingerprint": fingerprint(config, trace)}
+
+
+def record(args: argparse.Namespace, config: Config, trace, horizon: float) -> dict[str, Any]:
+    """The record of the budget run of ``allot simulate`` with ``args`` (module docstring)."""
+    from engine.loader.sources import default_root
+
     flags = {k: getattr(args, k) for k in SHAPING}
-    if flags["trace"] not in BUNDLED and flags["trace"] != "synthetic":
-        flags["trace"] = str(Path(flags["trace"]).resolve())
-    if flags["mapping"]:
-        flags["mapping"] = str(Path(flags["mapping"]).resolve())
-    flags["root"] = str((Path(flags["root"]) if flags["root"] else default_root()).resolve())
-    flags["set"] = list(flags["set"])
-    return {"kind": KIND, "version": VERSION, "flags": flags, "horizon_s": horizon,
-            "fingerprint": fingerprint(config, trace)}
+    flags.update(trace=_trace_ref(flags["trace"]), mapping=_absolute(flags["mapping"]),
+                 root=str((Path(flags["root"]) if flags["root"] else default_root()).resolve()),
+                 set=list(flags["set"]))
+    return _record("simulate", flags, config, trace, horizon)
 
 
-def write(out: str | Path, rec: dict[str, Any]) -> Path:
-    path = Path(out) / FILE
+def impact_records(repo: str, revisions: tuple[str, str], spec, runs) -> dict[str, dict[str, Any]]:
+    """The records of ``allot impact``'s two replays, by side: ``repo`` and the two commit ids,
+    the :class:`~engine.impact.replay.ReplaySpec`, and ``runs`` (per side its config,
+    prepared trace and horizon: ``ReplayImpact.runs``)."""
+    flags = {k: getattr(spec, k) for k in REPLAY}
+    flags.update(trace=_trace_ref(flags["trace"]), mapping=_absolute(flags["mapping"]),
+                 repo=_absolute(repo), base=revisions[0], head=revisions[1])
+    return {side: _record("impact", flags, config, trace, horizon, side=side)
+            for side, (config, trace, horizon) in zip(SIDES, runs)}
+
+
+def write(directory: str | Path, rec: dict[str, Any]) -> Path:
+    path = Path(directory) / FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n")
     return path
 
@@ -83,12 +118,17 @@ def read(directory: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as err:
         raise UserError([Problem(str(path), err.lineno, err.colno,
                                  f"not a run record: not JSON ({err.msg})", HINT)]) from None
-    if not isinstance(rec, dict) or rec.get("kind") != KIND or not isinstance(rec.get("flags"), dict):
-        raise UserError([Problem(str(path), 0, 0, "not a run record of allot simulate", HINT)])
+    if not isinstance(rec, dict) or rec.get("kind") != KIND or not isinstance(rec.get("flags"), dict) \
+            or rec.get("command") not in ("simulate", "impact"):
+        raise UserError([Problem(str(path), 0, 0, "not a run record of allot simulate or allot impact",
+                                 HINT)])
+    if rec["command"] == "impact" and rec.get("side") not in SIDES:
+        raise UserError([Problem(str(path), 0, 0, f"an impact run record of side {rec.get('side')!r}, "
+                                 f"not base or head", HINT)])
     if rec.get("version") != VERSION:
         raise UserError([Problem(str(path), 0, 0, f"run record version {rec.get('version')!r}; this "
                                  f"allot reads version {VERSION}",
-                                 "run allot simulate again with this version")])
+                                 f"run allot {rec['command']} again with this version")])
     return rec
 
 
@@ -98,8 +138,6 @@ def replay(directory: str | Path, at: float | None,
     """The budget run recorded in ``directory`` (its record ``rec`` when already read),
     simulated up to ``at`` (default: its end). Refused (:class:`UserError`) when ``at`` is past
     the run's end or when the inputs are no longer the recorded ones."""
-    from engine.cli import build_parser
-    from engine.commands.simulate import build_experiment_inputs
     from engine.sim.engine import SimOptions, simulate
 
     rec = read(directory) if rec is None else rec
@@ -108,21 +146,47 @@ def replay(directory: str | Path, at: float | None,
     if at is not None and at > horizon:
         raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the run ({horizon:g}s)",
                                  "lower --at (times are seconds of the run, as in its tasks-*.csv)")])
-    args = build_parser().parse_args(["simulate"])
-    unknown = sorted(set(rec["flags"]) - set(SHAPING))
+    known = SHAPING if rec["command"] == "simulate" else (*REPLAY, "repo", "base", "head")
+    unknown = sorted(set(rec["flags"]) - set(known))
     if unknown:
         raise UserError([Problem(path, 0, 0, f"unknown flag(s) {', '.join(unknown)} in the run record",
-                                 "run allot simulate again with this version")])
-    for k, v in rec["flags"].items():
-        setattr(args, k, v)
-    config, trace = build_experiment_inputs(args)
+                                 f"run allot {rec['command']} again with this version")])
+    config, trace, seed, cadence, where = (_simulate_inputs if rec["command"] == "simulate"
+                                           else _impact_inputs)(rec)
     now = fingerprint(config, trace)
     changed = [k for k in ("config", "trace") if now[k] != rec.get("fingerprint", {}).get(k)]
     if changed:
-        where = {"config": f"the budgets and policies at {args.root}" + (f" (revision {args.rev})" if args.rev else ""),
-                 "trace": f"the trace {args.trace}"}
         raise UserError([Problem(path, 0, 0, f"{where[k]} changed since this report was simulated, "
-                                 f"so its run cannot be shown", "run allot simulate again")
+                                 f"so its run cannot be shown", f"run allot {rec['command']} again")
                          for k in changed])
-    return simulate(config, trace, "budget", seed=args.seed, horizon=at,
-                    options=SimOptions(cadence=args.cadence), progress=progress)
+    return simulate(config, trace, "budget", seed=seed, horizon=at, options=SimOptions(cadence=cadence))
+
+
+def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:
+    """(config, prepared trace, seed, cadence, what each fingerprint stands for) of an
+    ``allot simulate`` record, built as that command built them."""
+    from engine.cli import build_parser
+    from engine.commands.simulate import build_experiment_inputs
+
+    args = build_parser().parse_args(["simulate"])
+    for k, v in rec["flags"].items():
+        setattr(args, k, v)
+    config, trace = build_experiment_inputs(args)
+    where = {"config": f"the budgets and policies at {args.root}" + (f" (revision {args.rev})" if args.rev else ""),
+             "trace": f"the trace {args.trace}"}
+    return config, trace, args.seed, args.cadence, where
+
+
+def _impact_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:
+    """The same for one side of an ``allot impact`` record (both revisions are loaded: the
+    head's trace depends on the base tree, see :func:`~engine.impact.replay.prepare_replay`)."""
+    from engine.impact.replay import ReplaySpec, prepare_replay
+    from engine.loader import load_config
+
+    f = rec["flags"]
+    base, head = load_config(f["repo"], f["base"]), load_config(f["repo"], f["head"])
+    spec = ReplaySpec(**{k: f[k] for k in REPLAY}, parallel=False)
+    side = SIDES.index(rec["side"])  # (checked by read)
+    config, trace, seed, cadence = prepare_replay(base, head, spec).jobs[side]
+    where = {"config": f"revision {f[rec['side']]} of {f['repo']}", "trace": f"the trace {f['trace'] or 'philly'}"}
+    return config, trace, seed, cadence, where

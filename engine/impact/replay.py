@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from engine.errors import Problem, UserError
-from engine.impact.runs import Progress, RunOutcome, simulate_all
+from engine.impact.runs import Job, Progress, RunOutcome, simulate_all
 from engine.model import Config
 from engine.sim.trace import Trace
 
@@ -114,6 +114,9 @@ class ReplayImpact:
     overall: Mapping[str, Pair]  # occupancy, preemptions, delivered totals, waits...
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
+    # what each run was, base then head: (config, prepared trace, horizon), for its run record
+    # (engine.commands.runrecord); not part of the report
+    runs: tuple[tuple[Config, Trace, float], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def gainers(self) -> tuple[TeamImpact, ...]:
@@ -229,16 +232,52 @@ def window_for(trace, capacity_gpus: int, spec: ReplaySpec) -> tuple[Any, float]
     return trace, factor
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """The two replays' inputs (steps 1-4 of the module docstring): the trace as loaded, the
+    compression factor, the (config, prepared trace, seed, cadence) of base and head, and
+    the notes the report prints about them."""
+
+    raw: Trace
+    factor: float
+    jobs: tuple[Job, Job]
+    notes: tuple[str, ...]
+
+
 def run_replay(base: Config, head: Config, spec: ReplaySpec = ReplaySpec(),
                log: Callable[[str], None] | None = None,
                progress: Progress | None = None) -> ReplayImpact:
     """Simulate the same trace under ``base`` and ``head`` and compare (module docstring);
     ``progress([base, head])``: the fraction of each replay done (:func:`simulate_all`)."""
-    from engine.sim.prepare import (capacity, compress, derive_mapping, load_mapping,
-                                    prepare_trace)
+    from engine.sim.prepare import capacity
 
     say = log or (lambda _m: None)
     started = time.perf_counter()
+    prepared = prepare_replay(base, head, spec)
+    for which, (cfg, trace, _, _) in zip(("base", "head"), prepared.jobs):
+        say(f"allot impact: simulating {which} ({len(trace.tasks):,} jobs, "
+            f"{trace.meta.get('horizon', trace.span) / 86400.0:.1f} days, {capacity(cfg):,} GPUs)")
+    b, h = simulate_all(list(prepared.jobs), parallel=spec.parallel, progress=progress)
+    notes = list(prepared.notes)
+    if spec.cadence != "watch":
+        notes.append(f"passes on the policy's {spec.cadence} grid (--cadence {spec.cadence}), not at "
+                     "every event as the reconciler runs them: waits include up to one interval "
+                     "of pass latency")
+    if prepared.factor != 1.0:
+        notes.append(f"submissions compressed {prepared.factor:.3g}× to reach demand "
+                     f"{spec.demand_ratio:g}× the base capacity")
+    impact = compare(b, h, trace_name=prepared.raw.name or str(spec.trace),
+                     demand_ratio=spec.demand_ratio, notes=tuple(notes),
+                     wall_s=time.perf_counter() - started)
+    return replace(impact, runs=tuple((cfg, trace, out.horizon_s)
+                                      for (cfg, trace, _, _), out in zip(prepared.jobs, (b, h))))
+
+
+def prepare_replay(base: Config, head: Config, spec: ReplaySpec) -> Prepared:
+    """The inputs of both replays (steps 1-4 of the module docstring)."""
+    from engine.sim.prepare import (capacity, compress, derive_mapping, load_mapping,
+                                    prepare_trace)
+
     raw = load_replay_trace(spec)
     window, factor = window_for(raw, capacity(base), spec)
     notes = []
@@ -275,24 +314,12 @@ def run_replay(base: Config, head: Config, spec: ReplaySpec = ReplaySpec(),
         notes.append(f"the trace ends early: its submissions cover "
                      f"{raw.span / 86400.0 / factor:.2f} of the {spec.days:g} simulated days")
     jobs = []
-    for which, cfg, win, m in (("base", base, window, mapping),
-                               ("head", head, head_window, head_mapping)):
+    for cfg, win, m in ((base, window, mapping), (head, head_window, head_mapping)):
         trace = prepare_trace(win, cfg, mapping=m, seed=spec.seed)
         if factor != 1.0:
             trace = compress(trace, factor)
-        say(f"allot impact: simulating {which} ({len(trace.tasks):,} jobs, "
-            f"{trace.meta.get('horizon', trace.span) / 86400.0:.1f} days, {capacity(cfg):,} GPUs)")
         jobs.append((cfg, trace, spec.seed, spec.cadence))
-    b, h = simulate_all(jobs, parallel=spec.parallel, progress=progress)
-    if spec.cadence != "watch":
-        notes.append(f"passes on the policy's {spec.cadence} grid (--cadence {spec.cadence}), not at "
-                     "every event as the reconciler runs them: waits include up to one interval "
-                     "of pass latency")
-    if factor != 1.0:
-        notes.append(f"submissions compressed {factor:.3g}× to reach demand "
-                     f"{spec.demand_ratio:g}× the base capacity")
-    return compare(b, h, trace_name=raw.name or str(spec.trace), demand_ratio=spec.demand_ratio,
-                   notes=tuple(notes), wall_s=time.perf_counter() - started)
+    return Prepared(raw, factor, (jobs[0], jobs[1]), tuple(notes))
 
 
 def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,

@@ -1,0 +1,52 @@
+"""``allot impact --out DIR`` records its two replays (``DIR/base/run.json``,
+``DIR/head/run.json``), so the view commands show either one at any instant: a manager who
+reads that a team lost GPU-hours in the head can ask why one of its jobs waited
+(:mod:`engine.commands.runrecord`)."""
+
+from __future__ import annotations
+
+import json
+
+from engine.cli import main
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _trace(path):
+    """Two owners' 16-GPU jobs, one a minute for an hour, each running 2 hours: more than the
+    shipped clusters hold, so work queues and ranks decide."""
+    path.write_text("".join(json.dumps({"id": f"j{i:03d}", "submit": 60.0 * i, "pods": 2, "gpus_per_pod": 8,
+                                        "runtime": 7200.0, "min_runtime": 1800.0, "resumable": True,
+                                        "owner": "code" if i % 2 else "agents",
+                                        "leaf": "code-assistant" if i % 2 else "agents"}) + "\n"
+                            for i in range(120)))
+    return path
+
+
+def test_each_replay_is_shown_as_it_ran(shift_repo, capsys, tmp_path, monkeypatch):
+    out = tmp_path / "impact"
+    code, _, err = _run(capsys, "impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                        "--head", shift_repo.head, "--trace", str(_trace(tmp_path / "t.jsonl")),
+                        "--days", "0.2", "--demand-ratio", "0", "--jobs", "1", "--out", str(out))
+    assert code == 0, err
+    assert f"allot explain JOB --report {out / 'base'} (or {out / 'head'})" in err
+    overall = json.loads((out / "impact.json").read_text())["replay"]["overall"]
+    monkeypatch.chdir(tmp_path / "impact")  # (the records hold absolute paths)
+    shares = {}
+    for side, key in (("base", "before"), ("head", "after")):
+        rec = json.loads((out / side / "run.json").read_text())
+        assert rec["command"] == "impact" and rec["side"] == side
+        assert rec["flags"]["base"] == shift_repo.base and rec["flags"]["head"] == shift_repo.head
+        code, text, err = _run(capsys, "queue", "--report", side, "--format", "json", "--full")
+        assert code == 0, err
+        state = json.loads(text)
+        # every preempted run of the replay is in the state at its end: as many as the report's
+        assert sum(1 for run in state["runs"] if run[6]) == overall["preemptions"][key]
+        shares[side] = {n["name"]: n["share_pct"] for n in state["config"]["tree"]}
+    assert overall["preemptions"]["before"] != overall["preemptions"]["after"]
+    # each side is its own revision's run (the head moves 10 points from code-assistant to agents)
+    assert (shares["base"]["agents"], shares["head"]["agents"]) == (20.0, 30.0)

@@ -50,11 +50,12 @@ HINT = ("give the --out directory of `allot simulate` (or DIR/base, DIR/head of 
 
 
 def fingerprint(config: Config, trace) -> dict[str, str]:
-    """Hashes of the configuration (as the views' JSON) and of the prepared trace's tasks and
+    """Hashes of the configuration (as the views' JSON, but for where it was read from: the
+    same files elsewhere are the same configuration) and of the prepared trace's tasks and
     node failures (their reprs: frozen dataclasses of plain values)."""
     from engine.views.codec import config_to_dict
 
-    text = json.dumps(config_to_dict(config), sort_keys=True)
+    text = json.dumps({k: v for k, v in config_to_dict(config).items() if k != "origin"}, sort_keys=True)
     body = repr((trace.tasks, trace.failures))
     return {"config": hashlib.sha256(text.encode()).hexdigest(),
             "trace": hashlib.sha256(body.encode()).hexdigest()}
@@ -134,10 +135,13 @@ def read(directory: str | Path) -> dict[str, Any]:
 
 def replay(directory: str | Path, at: float | None,
            progress: Callable[[float, float], None] | None = None,
-           rec: dict[str, Any] | None = None):
+           rec: dict[str, Any] | None = None, root: str | None = None):
     """The budget run recorded in ``directory`` (its record ``rec`` when already read),
-    simulated up to ``at`` (default: its end). Refused (:class:`UserError`) when ``at`` is past
-    the run's end or when the inputs are no longer the recorded ones."""
+    simulated up to ``at`` (default: its end). ``root``: where the run's configuration is
+    now, when not where it was recorded (a CI run's artifact read in a local clone): the
+    config root of ``allot simulate``, the repository of ``allot impact``. Refused
+    (:class:`UserError`) when ``at`` is past the run's end or when the inputs are no longer
+    the recorded ones."""
     from engine.sim.engine import SimOptions, simulate
 
     rec = read(directory) if rec is None else rec
@@ -151,6 +155,16 @@ def replay(directory: str | Path, at: float | None,
     if unknown:
         raise UserError([Problem(path, 0, 0, f"unknown flag(s) {', '.join(unknown)} in the run record",
                                  f"run allot {rec['command']} again with this version")])
+    if root is not None:  # (where the configuration is now)
+        rec = {**rec, "flags": {**rec["flags"], "root" if rec["command"] == "simulate" else "repo":
+                                str(Path(root).resolve())}}
+    key = "root" if rec["command"] == "simulate" else "repo"
+    if not Path(rec["flags"][key]).exists():
+        what = "configuration" if key == "root" else "repository"
+        raise UserError([Problem(path, 0, 0, f"the run's {what} {rec['flags'][key]} is not there (was the "
+                                 f"run recorded on another machine?)",
+                                 f"give where it is now with --config DIR"
+                                 + (" (a clone holding both commits)" if key == "repo" else ""))])
     config, trace, seed, cadence, where = (_simulate_inputs if rec["command"] == "simulate"
                                            else _impact_inputs)(rec)
     now = fingerprint(config, trace)

@@ -53,7 +53,9 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                         f"{DEFAULT_DAYS:g} days)")
     g.add_argument("--seed", type=seed, default=0, help="seed of the synthetic trace (default: 0)")
     g.add_argument("--config", metavar="DIR", default=None,
-                   help="budgets/ and policies/ to simulate (default: the embedded default)")
+                   help="budgets/ and policies/ to simulate (default: the embedded default); with "
+                        "--report, where the run's configuration (or repository) is now, if not "
+                        "where it was recorded")
     g.add_argument("--report", metavar="DIR", default=None,
                    help="the budget run of an `allot simulate` report in DIR, simulated again from "
                         "its run.json up to --at (seconds of the run, as in its tasks-*.csv)")
@@ -118,10 +120,10 @@ def _check_source_flags(args: argparse.Namespace) -> None:
         problems += [Problem(f, 0, 0, f"does not apply to --trace {trace}: it shapes the embedded "
                              f"default's simulation", "drop it", "usage")
                      for f in given if f in ("--days", "--tasks", "--fresh")]
-    elif report:  # (the run is the report's: only the instant and --fresh apply)
+    elif report:  # (the run is the report's: the instant, --fresh and where its config is now)
         problems += [Problem(f, 0, 0, f"does not apply to --report {report}: the report's run "
                              f"recorded its own", "drop it", "usage")
-                     for f in given if f in ("--days", "--tasks", "--config")]
+                     for f in given if f in ("--days", "--tasks")]
     if problems:
         raise UserError(problems)
 
@@ -182,7 +184,8 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
         raise UserError([Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h")])
     show = SimProgress(getattr(args, "progress", False) or sys.stderr.isatty())
     if getattr(args, "report", None):
-        return _report_state(args.report, at, show, getattr(args, "fresh", False))
+        return _report_state(args.report, at, show, getattr(args, "fresh", False),
+                             getattr(args, "config", None))
     config = load_config(args.config) if getattr(args, "config", None) else load_config()
     if getattr(args, "trace", None):
         show.what = f"trace {args.trace}"
@@ -212,10 +215,13 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
     return state
 
 
-def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bool) -> ViewState:
-    """The state at ``at`` of the budget run an ``allot simulate`` report recorded
-    (:mod:`engine.commands.runrecord`), kept like the embedded default's: the record (flags and
-    fingerprints of its inputs) and the instant are the key."""
+def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bool,
+                  root: str | None) -> ViewState:
+    """The state at ``at`` of the budget run an ``allot simulate`` or ``allot impact`` report
+    recorded (:mod:`engine.commands.runrecord`; ``root``: ``--config``, where its configuration
+    is now if not where it was recorded), kept like the embedded default's: the record (flags
+    and fingerprints of its inputs) and the instant are the key (the same run wherever its
+    configuration is read from: the fingerprints see to that)."""
     from engine.commands import runrecord
     from engine.views.simstate import state_from_sim
 
@@ -226,7 +232,7 @@ def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bo
     if kept is not None:
         show.kept(kept[1])
         return kept[0]
-    result = runrecord.replay(directory, at, progress=show, rec=rec)
+    result = runrecord.replay(directory, at, progress=show, rec=rec, root=root)
     show.finish()
     state = state_from_sim(result, run_s=float(rec["horizon_s"]))
     statecache.save(key, state)

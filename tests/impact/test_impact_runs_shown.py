@@ -50,3 +50,24 @@ def test_each_replay_is_shown_as_it_ran(shift_repo, capsys, tmp_path, monkeypatc
     assert overall["preemptions"]["before"] != overall["preemptions"]["after"]
     # each side is its own revision's run (the head moves 10 points from code-assistant to agents)
     assert (shares["base"]["agents"], shares["head"]["agents"]) == (20.0, 30.0)
+
+
+def test_a_replay_recorded_elsewhere_is_shown_from_a_clone(shift_repo, capsys, tmp_path):
+    """A CI run's artifact names the runner's checkout; read on another machine, the record
+    says so and ``--config`` names the clone (it must hold both commits)."""
+    out = tmp_path / "impact"
+    code, _, err = _run(capsys, "impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                        "--head", shift_repo.head, "--trace", str(_trace(tmp_path / "t.jsonl")),
+                        "--days", "0.1", "--demand-ratio", "0", "--jobs", "1", "--out", str(out))
+    assert code == 0, err
+    clone = shift_repo.path.rename(tmp_path / "clone")
+    code, _, err = _run(capsys, "queue", "--report", str(out / "head"))
+    assert code == 1 and err.startswith(
+        f"{out / 'head' / 'run.json'}: the run's repository {shift_repo.path} is not there (was the run "
+        f"recorded on another machine?); give where it is now with --config DIR (a clone holding both commits)")
+    code, text, err = _run(capsys, "queue", "--report", str(out / "head"), "--config", str(clone),
+                           "--format", "json", "--full")
+    assert code == 0, text
+    state = json.loads(text)
+    preempted = json.loads((out / "impact.json").read_text())["replay"]["overall"]["preemptions"]["after"]
+    assert sum(1 for run in state["runs"] if run[6]) == preempted

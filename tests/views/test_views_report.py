@@ -101,3 +101,17 @@ def test_what_a_report_source_refuses(capsys, report, tmp_path):
         "(the default), --trace, --report, --url and --state"]
     code, _, err = _run(capsys, "queue", "--report", str(out), "--days", "2")
     assert code == 1 and err.startswith("--days: does not apply to --report")
+
+
+def test_a_run_whose_configuration_moved_is_read_where_it_is_now(capsys, tmp_path):
+    for part in ("budgets", "policies"):
+        shutil.copytree(REPO / part, tmp_path / "cfg" / part)
+    rows = _simulate(capsys, tmp_path / "out", "--root", str(tmp_path / "cfg"))
+    moved = (tmp_path / "cfg").rename(tmp_path / "elsewhere")
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path / "out"))
+    assert code == 1 and err.startswith(f"{tmp_path / 'out' / 'run.json'}: the run's configuration "
+                                        f"{tmp_path / 'cfg'} is not there")
+    code, text, err = _run(capsys, "queue", "--report", str(tmp_path / "out"), "--config", str(moved),
+                           "--format", "json", "--full")
+    assert code == 0, text
+    assert _ids(json.loads(text))[0] == {r["id"] for r in rows if r["state"] == "pending"}

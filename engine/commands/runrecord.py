@@ -163,7 +163,7 @@ def replay(directory: str | Path, at: float | None,
         what = "configuration" if key == "root" else "repository"
         raise UserError([Problem(path, 0, 0, f"the run's {what} {rec['flags'][key]} is not there (was the "
                                  f"run recorded on another machine?)",
-                                 f"give where it is now with --config DIR"
+                                 "give where it is now with --config DIR"
                                  + (" (a clone holding both commits)" if key == "repo" else ""))])
     config, trace, seed, cadence, where = (_simulate_inputs if rec["command"] == "simulate"
                                            else _impact_inputs)(rec)

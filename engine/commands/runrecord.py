@@ -165,8 +165,12 @@ def replay(directory: str | Path, at: float | None,
                                  f"run recorded on another machine?)",
                                  "give where it is now with --config DIR"
                                  + (" (a clone holding both commits)" if key == "repo" else ""))])
-    config, trace, seed, cadence, where = (_simulate_inputs if rec["command"] == "simulate"
-                                           else _impact_inputs)(rec)
+    try:
+        config, trace, seed, cadence, where = (_simulate_inputs if rec["command"] == "simulate"
+                                               else _impact_inputs)(rec)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:  # (a record edited by hand)
+        raise UserError([Problem(path, 0, 0, f"the run record's flags are not as allot wrote them ({err})",
+                                 f"run allot {rec['command']} again")]) from None
     now = fingerprint(config, trace)
     changed = [k for k in ("config", "trace") if now[k] != rec.get("fingerprint", {}).get(k)]
     if changed:
@@ -194,7 +198,7 @@ def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[s
 def _impact_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:
     """The same for one side of an ``allot impact`` record (both revisions are loaded: the
     head's trace depends on the base tree, see :func:`~engine.impact.replay.prepare_replay`)."""
-    from engine.impact.replay import ReplaySpec, prepare_replay
+    from engine.impact.replay import DEFAULT_TRACE, ReplaySpec, prepare_replay
     from engine.loader import load_config
 
     f = rec["flags"]
@@ -202,5 +206,6 @@ def _impact_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str
     spec = ReplaySpec(**{k: f[k] for k in REPLAY}, parallel=False)
     side = SIDES.index(rec["side"])  # (checked by read)
     config, trace, seed, cadence = prepare_replay(base, head, spec).jobs[side]
-    where = {"config": f"revision {f[rec['side']]} of {f['repo']}", "trace": f"the trace {f['trace'] or 'philly'}"}
+    where = {"config": f"revision {f[rec['side']]} of {f['repo']}",
+             "trace": f"the trace {f['trace'] or DEFAULT_TRACE}"}
     return config, trace, seed, cadence, where

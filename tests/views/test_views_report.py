@@ -92,6 +92,11 @@ def test_what_a_report_source_refuses(capsys, report, tmp_path):
     (tmp_path / "run.json").write_text('{"kind": "something else", "flags": {}}')
     code, _, err = _run(capsys, "queue", "--report", str(tmp_path))
     assert code == 1 and err.startswith(f"{tmp_path / 'run.json'}: not a run record of allot simulate")
+    rec = json.loads((out / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**rec, "flags": {**rec["flags"], "seed": "x"}}))
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path))
+    assert code == 1 and err.startswith(f"{tmp_path / 'run.json'}: the run record's flags are not as allot "
+                                        f"wrote them (")
     code, _, err = _run(capsys, "queue", "--report", str(out), "--at", "30d")
     assert code == 1 and err.startswith("--at: time 2.592e+06s is after the end of the run (")
     code, _, err = _run(capsys, "queue", "--report", str(out), "--days", "2", "--trace", "philly")

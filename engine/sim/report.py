@@ -2,13 +2,16 @@
 
 ``summary.json`` is :meth:`Experiment.summary` with sorted keys: byte-identical for the same
 inputs and seed (no wall-clock figures in it). ``report.md`` explains how to read each
-number; ``tasks-<scheduler>.csv`` lists every task's wait and preemptions for further study.
+number and, for each team with enough demand that got less than 95% of its entitlement, names
+the job that waited longest and the ``allot explain ... --report`` command that shows why;
+``tasks-<scheduler>.csv`` lists every task's wait and preemptions for further study.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import shlex
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,6 +20,7 @@ from engine.durations import approx_duration, format_duration
 from engine.sim.experiment import Experiment
 from engine.sim.forked import run_forked
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waiting, plot_waits
+from engine.sim.result import SimResult
 
 
 IDLE_LABELS = (("lag", "scheduling lag"), ("reserved", "held by a reservation"),
@@ -175,7 +179,9 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     p.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     paths.append(p)
     p = out / "report.md"
-    p.write_text(markdown(summary), encoding="utf-8")
+    budget = exp.results.get("budget")
+    asks = _short_teams(budget, summary["schedulers"]["budget"], out) if budget is not None else []
+    p.write_text(markdown(summary) + "\n".join(asks), encoding="utf-8")
     paths.append(p)
     for name, res in exp.results.items():
         p = out / f"tasks-{name}.csv"
@@ -227,3 +233,53 @@ def _waiting_table(summary: dict, names: list[str]) -> list[str]:
             out.append(f"| {leaf}{mark} | " + " | ".join(f"{r.get(c, 0.0):.0f}" for c in causes)
                        + f" | {sum(r.values()):.0f} |")
     return out
+
+
+def _short_teams(result: SimResult, summary: dict[str, Any], out: Path) -> list[str]:
+    """"Teams that fell short": each team with enough demand below 95% of its entitlement under
+    the budget scheduler, with its funded job that waited the most GPU-hours and the command
+    that shows why, at the middle of that job's longest wait inside the measured window (the
+    report's ``run.json`` is written beside it: :mod:`engine.commands.runrecord`). Nothing
+    when every team reached 95%."""
+    short = sorted((t["ratio"], leaf) for leaf, t in summary["teams"].items()
+                   if t["enough_demand"] and t["ratio"] is not None and t["ratio"] < 0.95)
+    if not short:
+        return []
+    lo, hi = summary["measured_s"]
+    segments: dict[str, list] = {}
+    for seg in result.segments:
+        segments.setdefault(seg.task, []).append(seg)
+    lines = ["", "## Teams that fell short (budget)", "",
+             "Each team with enough demand below 95% of its entitlement, its funded job that waited "
+             "the most GPU-hours, and how to ask the scheduler why, at the middle of that job's "
+             "longest wait in the measured window (times are seconds of the run, as in "
+             "`tasks-budget.csv`).", ""]
+    for ratio, leaf in short:
+        jobs = [r for r in result.tasks.values() if r.leaf == leaf and r.funded and r.queued_s > 0]
+        if not jobs:
+            lines.append(f"- **{leaf}** ({pct(ratio)}): no funded job of it waited.")
+            continue
+        job = max(jobs, key=lambda r: (r.gpus * r.queued_s, r.id))
+        waits: list[tuple[float, float]] = []  # the job's pending spans: between its runs
+        since: float | None = job.submit
+        for seg in segments.get(job.id, []):
+            if since is None:
+                break
+            waits.append((since, seg.start))
+            since = seg.end if seg.preempted else None
+        if since is not None:
+            waits.append((since, result.horizon))
+        spans = [(min(b, hi) - max(a, lo), max(a, lo), min(b, hi)) for a, b in waits]
+        length, a, b = max(spans)
+        end = {"pending": "still pending at the end", "running": "running at the end"}.get(job.state, job.state)
+        at = f"{round((a + b) / 2)}" if length > 0 else None
+        lines.append(
+            f"- **{leaf}** ({pct(ratio)}): {job.id}, {job.gpus} GPUs, waited {approx_duration(job.queued_s)} "
+            f"in all ({_times(job.preemptions)}, {end})"
+            + (f": `allot explain {job.id} --report {shlex.quote(str(out))} --at {at}`" if at else
+               ": its waits fall outside the measured window."))
+    return lines + [""]
+
+
+def _times(preemptions: int) -> str:
+    return {0: "not preempted", 1: "preempted once"}.get(preemptions, f"preempted {preemptions} times")

@@ -120,3 +120,26 @@ def test_a_run_whose_configuration_moved_is_read_where_it_is_now(capsys, tmp_pat
                            "--format", "json", "--full")
     assert code == 0, text
     assert _ids(json.loads(text))[0] == {r["id"] for r in rows if r["state"] == "pending"}
+
+
+def test_the_report_names_a_job_of_each_team_that_fell_short_and_asks_why_while_it_waits(capsys, report):
+    """``report.md`` lists the teams with enough demand below 95% of their entitlement, each
+    with its funded job that waited the most GPU-hours and an ``allot explain`` command at the
+    middle of that job's longest wait: run as written, it shows the job pending."""
+    import re
+    import shlex
+
+    out, rows = report
+    text = (out / "report.md").read_text()
+    section = text.split("## Teams that fell short (budget)", 1)[1]
+    asks = re.findall(r"^- \*\*([\w-]+)\*\* \(([\d.]+)%\): (\S+), .*`(allot explain [^`]+)`$", section, re.M)
+    summary = json.loads((out / "summary.json").read_text())["schedulers"]["budget"]["teams"]
+    assert [a[0] for a in asks] == sorted(
+        (t for t, v in summary.items() if v["enough_demand"] and v["ratio"] < 0.95),
+        key=lambda t: (summary[t]["ratio"], t)) != []
+    for team, _, job, command in asks:
+        mine = [r for r in rows if r["leaf"] == team and r["funded"] == "1"]
+        most = max(mine, key=lambda r: (int(r["gpus"]) * float(r["queued_s"]), r["id"]))
+        assert job == most["id"]
+        code, said, err = _run(capsys, *shlex.split(command)[1:])
+        assert code == 0 and said.startswith(f"{job}: pending"), (command, err)

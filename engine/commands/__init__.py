@@ -3,9 +3,12 @@ parser and sets ``func(args) -> int`` as the default. Commands do I/O and printi
 into the library modules for everything else.
 
 The argparse types below check a flag's value where it is read, so a negative count or ratio
-is a usage error naming the flag, never a traceback or a nonsensical run."""
+is a usage error naming the flag, never a traceback or a nonsensical run; the helpers after
+them make the directory a command writes into and read a JSON file a user names, with the
+same kind of problems."""
 
 import argparse
+import json
 import math
 from pathlib import Path
 
@@ -91,3 +94,17 @@ def output_dir(flag: str, path: str | Path) -> Path:
         raise UserError([Problem(flag, 0, 0, f"cannot make the directory {str(out)!r}: "
                                  f"{err.strerror or err}", "give a directory you can write")]) from None
     return out
+
+
+def read_json(path: Path, what: str, hint: str):
+    """The JSON document in the file ``path`` names (``what`` it should be: "view state"),
+    or the problem: a file that cannot be read, or text that is not JSON (at its line and
+    column)."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise UserError([Problem(str(path), 0, 0, f"cannot read the {what}: {err.strerror or err}",
+                                 hint)]) from None
+    except json.JSONDecodeError as err:
+        raise UserError([Problem(str(path), err.lineno, err.colno, f"not a {what}: not JSON ({err.msg})",
+                                 hint)]) from None

@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from engine.commands import read_json
 from engine.errors import Problem, UserError
 from engine.model import Config
 
@@ -111,14 +112,7 @@ def write(directory: str | Path, rec: dict[str, Any]) -> Path:
 def read(directory: str | Path) -> dict[str, Any]:
     """The record in ``directory``, or the problem saying what is wrong with it."""
     path = Path(directory) / FILE
-    try:
-        rec = json.loads(path.read_text())
-    except OSError as err:
-        raise UserError([Problem(str(path), 0, 0, f"cannot read the run record: {err.strerror or err}",
-                                 HINT)]) from None
-    except json.JSONDecodeError as err:
-        raise UserError([Problem(str(path), err.lineno, err.colno,
-                                 f"not a run record: not JSON ({err.msg})", HINT)]) from None
+    rec = read_json(path, "run record", HINT)
     if not isinstance(rec, dict) or rec.get("kind") != KIND or not isinstance(rec.get("flags"), dict) \
             or rec.get("command") not in ("simulate", "impact"):
         raise UserError([Problem(str(path), 0, 0, "not a run record of allot simulate or allot impact",

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from engine.commands import count, positive, seconds_arg, seed
+from engine.commands import count, positive, read_json, seconds_arg, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
 from engine.views import statecache
@@ -134,15 +134,7 @@ def load_state(args: argparse.Namespace) -> ViewState:
         return fetch_state(args.url)
     if getattr(args, "state", None):
         path = Path(args.state)
-        try:
-            data = json.loads(path.read_text())
-        except OSError as err:
-            raise UserError([Problem(str(path), 0, 0, f"cannot read the state: {err.strerror or err}",
-                                     STATE_HINT)]) from None
-        except json.JSONDecodeError as err:
-            raise UserError([Problem(str(path), err.lineno, err.colno, f"not a view state: not JSON ({err.msg})",
-                                     STATE_HINT)]) from None
-        return _from_dict(data, str(path))
+        return _from_dict(read_json(path, "view state", STATE_HINT), str(path))
     return simulated_state(args)
 
 

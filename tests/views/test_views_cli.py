@@ -92,7 +92,7 @@ def test_usage_prints_table_burn_and_writes_a_png(capsys, state_file, tmp_path, 
 
 def test_a_missing_state_file_or_url_is_a_user_error(capsys, tmp_path):
     code, _, err = _run(capsys, "queue", "--state", str(tmp_path / "none.json"))
-    assert code == 1 and err.startswith(f"{tmp_path / 'none.json'}: cannot read the state: No such file")
+    assert code == 1 and err.startswith(f"{tmp_path / 'none.json'}: cannot read the view state: No such file")
     (tmp_path / "cut.json").write_text('{"version": ')
     code, _, err = _run(capsys, "queue", "--state", str(tmp_path / "cut.json"))
     assert code == 1 and err.startswith(f"{tmp_path / 'cut.json'}:1:13: not a view state: not JSON (")

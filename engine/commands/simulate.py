@@ -5,7 +5,8 @@ this repo's ``budgets/`` and ``policies/``, 36 h of the bundled Philly trace (it
 42-43.5, 2017-10-16 10:30 to 10-17 22:30 UTC) after a 12 h warm-up, on the h100 cluster
 resized to 24 nodes (192 GPUs), compressed so the window's offered GPU-time is 1.1x
 capacity; the legacy scheduler beside the budget scheduler; a summary table on stdout and
-the report in ``./allot-report/``.
+the report in ``./allot-report/``, with ``run.json``, from which the view commands show the
+budget run at any instant (``allot explain JOB --report allot-report --at TIME``).
 
 Why this default: the brief's clusters ran with demand 2-3x capacity at all times, so the
 default keeps demand above capacity in every measured hour (the report's "queued demand"

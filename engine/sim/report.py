@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shlex
 from pathlib import Path
 from typing import Any, Callable
 
@@ -180,7 +179,7 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     paths.append(p)
     p = out / "report.md"
     budget = exp.results.get("budget")
-    asks = _short_teams(budget, summary["schedulers"]["budget"], out) if budget is not None else []
+    asks = _short_teams(budget, summary["schedulers"]["budget"]) if budget is not None else []
     p.write_text(markdown(summary) + "\n".join(asks), encoding="utf-8")
     paths.append(p)
     for name, res in exp.results.items():
@@ -235,12 +234,13 @@ def _waiting_table(summary: dict, names: list[str]) -> list[str]:
     return out
 
 
-def _short_teams(result: SimResult, summary: dict[str, Any], out: Path) -> list[str]:
+def _short_teams(result: SimResult, summary: dict[str, Any]) -> list[str]:
     """"Teams that fell short": each team with enough demand below 95% of its entitlement under
     the budget scheduler, with its funded job that waited the most GPU-hours and the command
-    that shows why, at the middle of that job's longest wait inside the measured window (the
-    report's ``run.json`` is written beside it: :mod:`engine.commands.runrecord`). Nothing
-    when every team reached 95%."""
+    that shows why, at the middle of that job's longest wait inside the measured window, to
+    run in the report's directory (``--report .``: its ``run.json``,
+    :mod:`engine.commands.runrecord`; the report's bytes do not depend on where it is written).
+    Nothing when every team reached 95%."""
     short = sorted((t["ratio"], leaf) for leaf, t in summary["teams"].items()
                    if t["enough_demand"] and t["ratio"] is not None and t["ratio"] < 0.95)
     if not short:
@@ -253,7 +253,7 @@ def _short_teams(result: SimResult, summary: dict[str, Any], out: Path) -> list[
              "Each team with enough demand below 95% of its entitlement, its funded job that waited "
              "the most GPU-hours, and how to ask the scheduler why, at the middle of that job's "
              "longest wait in the measured window (times are seconds of the run, as in "
-             "`tasks-budget.csv`).", ""]
+             "`tasks-budget.csv`); run the commands in this report's directory.", ""]
     for ratio, leaf in short:
         jobs = [r for r in result.tasks.values() if r.leaf == leaf and r.funded and r.queued_s > 0]
         if not jobs:
@@ -276,7 +276,7 @@ def _short_teams(result: SimResult, summary: dict[str, Any], out: Path) -> list[
         lines.append(
             f"- **{leaf}** ({pct(ratio)}): {job.id}, {job.gpus} GPUs, waited {approx_duration(job.queued_s)} "
             f"in all ({_times(job.preemptions)}, {end})"
-            + (f": `allot explain {job.id} --report {shlex.quote(str(out))} --at {at}`" if at else
+            + (f": `allot explain {job.id} --report . --at {at}`" if at else
                ": its waits fall outside the measured window."))
     return lines + [""]
 

@@ -122,10 +122,12 @@ def test_a_run_whose_configuration_moved_is_read_where_it_is_now(capsys, tmp_pat
     assert _ids(json.loads(text))[0] == {r["id"] for r in rows if r["state"] == "pending"}
 
 
-def test_the_report_names_a_job_of_each_team_that_fell_short_and_asks_why_while_it_waits(capsys, report):
+def test_the_report_names_a_job_of_each_team_that_fell_short_and_asks_why_while_it_waits(
+        capsys, report, monkeypatch):
     """``report.md`` lists the teams with enough demand below 95% of their entitlement, each
     with its funded job that waited the most GPU-hours and an ``allot explain`` command at the
-    middle of that job's longest wait: run as written, it shows the job pending."""
+    middle of that job's longest wait: run as written in the report's directory, it shows the
+    job pending."""
     import re
     import shlex
 
@@ -137,6 +139,7 @@ def test_the_report_names_a_job_of_each_team_that_fell_short_and_asks_why_while_
     assert [a[0] for a in asks] == sorted(
         (t for t, v in summary.items() if v["enough_demand"] and v["ratio"] < 0.95),
         key=lambda t: (summary[t]["ratio"], t)) != []
+    monkeypatch.chdir(out)
     for team, _, job, command in asks:
         mine = [r for r in rows if r["leaf"] == team and r["funded"] == "1"]
         most = max(mine, key=lambda r: (int(r["gpus"]) * float(r["queued_s"]), r["id"]))

@@ -14,8 +14,10 @@ what reproduces it instead:
   the replay's settings (:class:`~engine.impact.replay.ReplaySpec`);
 * in both, relative paths are made absolute, so a record reads the same from any directory,
   and fingerprints of the run's configuration and prepared trace are kept, so a replay that
-  would not be the recorded run (budgets edited since, a trace file replaced) is refused
-  rather than shown; and the run's horizon, to refuse an instant after its end at once.
+  would not be the recorded run (budgets edited since, a trace file replaced, or another
+  version of the code preparing it otherwise: the record keeps the code's hash to say so) is
+  refused rather than shown; and the run's horizon, to refuse an instant after its end at
+  once.
 
 :func:`replay` rebuilds the run's inputs through the code that built them
 (:func:`~engine.commands.simulate.build_experiment_inputs`,
@@ -76,8 +78,10 @@ def _trace_ref(ref: str | None) -> str | None:
 
 def _record(command: str, flags: dict[str, Any], config: Config, trace, horizon: float,
             **extra: Any) -> dict[str, Any]:
+    from engine.views.statecache import code_hash
+
     return {"kind": KIND, "version": VERSION, "command": command, **extra, "flags": flags,
-            "horizon_s": horizon, "fingerprint": fingerprint(config, trace)}
+            "horizon_s": horizon, "fingerprint": fingerprint(config, trace), "code": code_hash()}
 
 
 def record(args: argparse.Namespace, config: Config, trace, horizon: float) -> dict[str, Any]:
@@ -168,7 +172,11 @@ def replay(directory: str | Path, at: float | None,
     now = fingerprint(config, trace)
     changed = [k for k in ("config", "trace") if now[k] != rec.get("fingerprint", {}).get(k)]
     if changed:
-        raise UserError([Problem(path, 0, 0, f"{where[k]} changed since this report was simulated, "
+        from engine.views.statecache import code_hash
+
+        other = ("" if rec.get("code") == code_hash() else
+                 " (or this allot's code, which prepares the run, is not the code that wrote the record)")
+        raise UserError([Problem(path, 0, 0, f"{where[k]} changed since this report was simulated{other}, "
                                  f"so its run cannot be shown", f"run allot {rec['command']} again")
                          for k in changed])
     return simulate(config, trace, "budget", seed=seed, horizon=at, options=SimOptions(cadence=cadence))

@@ -83,6 +83,11 @@ def test_a_run_whose_inputs_changed_is_not_shown(capsys, tmp_path):
     assert code == 1 and err.startswith(
         f"{tmp_path / 'out' / 'run.json'}: the budgets and policies at {tmp_path / 'cfg'} changed since "
         f"this report was simulated, so its run cannot be shown; run allot simulate again")
+    record = tmp_path / "out" / "run.json"  # written by other code: the message says it may be that
+    record.write_text(json.dumps({**json.loads(record.read_text()), "code": "another"}))
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path / "out"))
+    assert code == 1 and "changed since this report was simulated (or this allot's code, which prepares " \
+                         "the run, is not the code that wrote the record), so" in err
 
 
 def test_what_a_report_source_refuses(capsys, report, tmp_path):

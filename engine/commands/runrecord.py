@@ -133,13 +133,14 @@ def read(directory: str | Path) -> dict[str, Any]:
 
 def replay(directory: str | Path, at: float | None,
            progress: Callable[[float, float], None] | None = None,
-           rec: dict[str, Any] | None = None, root: str | None = None):
+           rec: dict[str, Any] | None = None, root: str | None = None, scheduler: Any = "budget"):
     """The budget run recorded in ``directory`` (its record ``rec`` when already read),
     simulated up to ``at`` (default: its end). ``root``: where the run's configuration is
     now, when not where it was recorded (a CI run's artifact read in a local clone): the
     config root of ``allot simulate``, the repository of ``allot impact``. Refused
     (:class:`UserError`) when ``at`` is past the run's end or when the inputs are no longer
-    the recorded ones."""
+    the recorded ones. ``scheduler``: the budget scheduler, or one wrapping it (to record its
+    decisions)."""
     from engine.sim.engine import SimOptions, simulate
 
     rec = read(directory) if rec is None else rec
@@ -179,7 +180,7 @@ def replay(directory: str | Path, at: float | None,
         raise UserError([Problem(path, 0, 0, f"{where[k]} changed since this report was simulated{other}, "
                                  f"so its run cannot be shown", f"run allot {rec['command']} again")
                          for k in changed])
-    return simulate(config, trace, "budget", seed=seed, horizon=at, options=SimOptions(cadence=cadence))
+    return simulate(config, trace, scheduler, seed=seed, horizon=at, options=SimOptions(cadence=cadence))
 
 
 def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:

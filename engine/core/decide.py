@@ -379,9 +379,7 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
                                   queue_shapes(entries))
     rejects = sorted([*rejects, *never], key=lambda r: r[0].id)
     outcome = p.run(kept)
-    actions: list[Action] = [*p.node_actions, *p.evictions]
-    actions += [Reject(w.id, reason) for w, reason in rejects]
-    actions += p.actions
+    actions: list[Action] = [*p.node_actions, *p.evictions, *(Reject(w.id, why) for w, why in rejects), *p.actions]
     view: PassView = p  # what the statuses may read of the pass (mypy checks it conforms)
 
     def thunks() -> dict[str, tuple]:
@@ -397,4 +395,5 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
         return index
 
     return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks,
-                    waiting=LazyMap(lambda: waiting_causes(view, kept, outcome)))
+                    waiting=LazyMap(lambda: waiting_causes(view, kept, outcome)),
+                    reserved={r.holder: (tuple(sorted(r.nodes)), r.until) for r in p.holds.items})

@@ -33,6 +33,7 @@ from engine.model import Config
 from engine.sim.apply import workload_of
 from engine.sim.engine import SimOptions, build_nodes, simulate
 from engine.sim.result import SimResult
+from engine.sim.schedulers import Scheduler
 from engine.views.state import Demand, Run, ViewState
 
 DEFAULT_DAYS = 2.0
@@ -44,9 +45,11 @@ HISTORY_KINDS = ("submit", "start", "preempt", "complete", "reject", "kill")
 def default_simulation(config: Config | None = None, *, days: float = DEFAULT_DAYS,
                        tasks: int = DEFAULT_TASKS, demand_ratio: float = DEFAULT_DEMAND,
                        seed: int = 0, horizon: float | None = None,
-                       progress: Callable[[float, float], None] | None = None) -> SimResult:
+                       progress: Callable[[float, float], None] | None = None,
+                       scheduler: str | Scheduler = "budget") -> SimResult:
     """Run the embedded default: ``config`` (default: the repository's) on a synthetic trace
-    (``progress(simulated time, horizon)``: as :func:`~engine.sim.engine.simulate` calls it)."""
+    (``progress(simulated time, horizon)``: as :func:`~engine.sim.engine.simulate` calls it;
+    ``scheduler``: the budget scheduler, or one wrapping it, e.g. to record its decisions)."""
     from engine.loader import load_config
     from engine.sim.prepare import prepare_trace
     from engine.sim.synthetic import synthetic_trace
@@ -55,18 +58,20 @@ def default_simulation(config: Config | None = None, *, days: float = DEFAULT_DA
     trace = prepare_trace(synthetic_trace(config, days=days, tasks=tasks,
                                           demand_ratio_target=demand_ratio, seed=seed),
                           config, seed=seed)
-    return simulate(config, trace, seed=seed, horizon=horizon, progress=progress)
+    return simulate(config, trace, scheduler, seed=seed, horizon=horizon, progress=progress)
 
 
 def run_trace(config: Config, trace_ref: str, *, seed: int = 0, horizon: float | None = None,
               demand_ratio: float | None = None,
-              progress: Callable[[float, float], None] | None = None) -> SimResult:
-    """Load ``trace_ref`` (bundled name or file), prepare it for ``config`` and simulate it."""
+              progress: Callable[[float, float], None] | None = None,
+              scheduler: str | Scheduler = "budget") -> SimResult:
+    """Load ``trace_ref`` (bundled name or file), prepare it for ``config`` and simulate it
+    (``scheduler`` as for :func:`default_simulation`)."""
     from engine.sim.importers import load_trace
     from engine.sim.prepare import prepare_trace
 
     trace = prepare_trace(load_trace(trace_ref), config, demand_ratio_target=demand_ratio, seed=seed)
-    return simulate(config, trace, seed=seed, horizon=horizon, progress=progress)
+    return simulate(config, trace, scheduler, seed=seed, horizon=horizon, progress=progress)
 
 
 def remaining_runtime(task, segments, opt: SimOptions) -> float:

@@ -27,6 +27,7 @@ from pathlib import Path
 from engine.commands import count, positive, read_json, seconds_arg, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
+from engine.sim.schedulers import Scheduler
 from engine.views import statecache
 from engine.views.codec import config_to_dict
 from engine.views.state import NotFound, ViewState
@@ -165,9 +166,12 @@ class SimProgress:
                 self.line = None
 
 
-def simulated_state(args: argparse.Namespace) -> ViewState:
-    """The state of a simulation (module docstring): the embedded default's is kept on disk
-    for the next command that asks for the same one (:mod:`engine.views.statecache`)."""
+def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None) -> ViewState:
+    """The state of a simulation (module docstring): the embedded default's and a report's are
+    kept on disk for the next command that asks for the same one
+    (:mod:`engine.views.statecache`). ``scheduler``: one wrapping the budget scheduler, to
+    record its decisions along the way (:mod:`engine.views.timeline`): then the simulation
+    runs whatever is kept, and is not kept."""
     from engine.loader import load_config
     from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS, default_simulation, run_trace, state_from_sim
 
@@ -175,13 +179,14 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
     if at is not None and at <= 0:
         raise UserError([Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h")])
     show = SimProgress(getattr(args, "progress", False) or sys.stderr.isatty())
+    fresh = getattr(args, "fresh", False) or scheduler is not None
+    sched: str | Scheduler = scheduler or "budget"
     if getattr(args, "report", None):
-        return _report_state(args.report, at, show, getattr(args, "fresh", False),
-                             getattr(args, "config", None))
+        return _report_state(args.report, at, show, fresh, getattr(args, "config", None), sched)
     config = load_config(args.config) if getattr(args, "config", None) else load_config()
     if getattr(args, "trace", None):
         show.what = f"trace {args.trace}"
-        result = run_trace(config, args.trace, seed=args.seed, horizon=at, progress=show)
+        result = run_trace(config, args.trace, seed=args.seed, horizon=at, progress=show, scheduler=sched)
         show.finish()
         if at is not None and at > result.horizon:
             raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
@@ -195,20 +200,21 @@ def simulated_state(args: argparse.Namespace) -> ViewState:
     show.what = f"the embedded default ({days:g} days, {tasks:,} jobs)"
     key = statecache.state_key({"config": config_to_dict(config), "days": days, "tasks": tasks,
                                 "seed": args.seed, "at": at})
-    kept = None if getattr(args, "fresh", False) else statecache.load(key)
+    kept = None if fresh else statecache.load(key)
     if kept is not None:
         show.kept(kept[1])
         return kept[0]
     result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
-                                progress=show)
+                                progress=show, scheduler=sched)
     show.finish()
     state = state_from_sim(result)
-    statecache.save(key, state)
+    if scheduler is None:
+        statecache.save(key, state)
     return state
 
 
 def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bool,
-                  root: str | None) -> ViewState:
+                  root: str | None, scheduler: str | Scheduler) -> ViewState:
     """The state at ``at`` of the budget run an ``allot simulate`` or ``allot impact`` report
     recorded (:mod:`engine.commands.runrecord`; ``root``: ``--config``, where its configuration
     is now if not where it was recorded), kept like the embedded default's: the record (flags
@@ -224,8 +230,9 @@ def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bo
     if kept is not None:
         show.kept(kept[1])
         return kept[0]
-    result = runrecord.replay(directory, at, progress=show, rec=rec, root=root)
+    result = runrecord.replay(directory, at, progress=show, rec=rec, root=root, scheduler=scheduler)
     show.finish()
     state = state_from_sim(result, run_s=float(rec["horizon_s"]))
-    statecache.save(key, state)
+    if scheduler == "budget":
+        statecache.save(key, state)
     return state

@@ -151,3 +151,32 @@ def test_the_report_names_a_job_of_each_team_that_fell_short_and_asks_why_while_
         assert job == most["id"]
         code, said, err = _run(capsys, *shlex.split(command)[1:])
         assert code == 0 and said.startswith(f"{job}: pending"), (command, err)
+
+
+def test_a_job_s_timeline_follows_it_through_the_run(capsys, report):
+    """``explain --timeline``: the job's status at every pass, folded into spans, agrees with
+    the report's CSV: admitted at its first start, one preempted span per preemption, each
+    queued time of the CSV spent in pending spans, ending as the CSV says."""
+    out, rows = report
+    job = max(rows, key=lambda r: (int(r["preemptions"]), r["id"]))
+    assert int(job["preemptions"]) >= 2
+    code, text, err = _run(capsys, "explain", job["id"], "--report", str(out), "--timeline", "--format", "json")
+    assert code == 0, text
+    spans = json.loads(text)["spans"]
+    starts = [s["start"] for s in spans]
+    assert starts == sorted(starts) and spans[0]["start"] >= float(job["submit"])
+    admitted = [s for s in spans if s["state"] == "admitted"]
+    assert admitted[0]["start"] == pytest.approx(float(job["first_start"]), abs=1e-3)
+    assert len(admitted) == int(job["preemptions"]) + (job["state"] != "pending")
+    assert sum(1 for s in spans if s["state"] == "preempted") == int(job["preemptions"])
+    assert spans[-1]["state"] == {"pending": "pending", "running": "running"}.get(job["state"], spans[-1]["state"])
+    assert all(s["nodes"] for s in spans if s["state"] in ("admitted", "running"))
+    ends = [*starts[1:], json.loads(text)["end"]]
+    waited = sum(b - s["start"] for s, b in zip(spans, ends) if s["state"] in ("pending", "preempted"))
+    assert waited == pytest.approx(float(job["queued_s"]), abs=1.0)
+    code, text, _ = _run(capsys, "explain", job["id"], "--report", str(out), "--timeline")
+    lines = text.splitlines()
+    assert lines[0].startswith(f"{job['id']}: {len(spans)} span(s) over ")
+    assert lines[1].startswith("  time by state and cause: ") and "running" in lines[1]
+    code, text, err = _run(capsys, "explain", job["id"], "--state", str(out / "run.json"), "--timeline")
+    assert code == 1 and err.startswith("--timeline: needs a simulated run, not --state")

@@ -88,6 +88,8 @@ class TeamImpact:
     # cause -> GPU-hours its pending work waited for it (engine.sim.causes), for every cause
     # some team waited for in either run: 0.0 where this team did not, None on a side without it
     waiting: Mapping[str, Pair] = field(default_factory=dict)
+    # the team's job whose time queued grew most from base to head: (id, base s, head s)
+    waited_longer: tuple[str, float, float] | None = None
 
     @property
     def change(self) -> float:
@@ -138,7 +140,9 @@ class ReplayImpact:
             "teams": [{"team": t.team, "change_gpu_h": t.change, "delivered_gpu_h": pair(t.delivered),
                        "entitled_gpu_h": pair(t.entitled), "wait_p50_s": pair(t.wait_p50),
                        "wait_p90_s": pair(t.wait_p90), "preemptions": pair(t.preemptions),
-                       "waiting_gpu_h": {c: pair(p) for c, p in t.waiting.items()}}
+                       "waiting_gpu_h": {c: pair(p) for c, p in t.waiting.items()},
+                       "waited_longer": None if t.waited_longer is None else dict(
+                           zip(("job", "queued_before_s", "queued_after_s"), t.waited_longer))}
                       for t in self.teams],
             "gainers": [t.team for t in self.gainers],
             "losers": [t.team for t in self.losers],
@@ -330,6 +334,7 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
     pre_b, pre_h = base.preemptions, head.preemptions
     teams = []
     causes = _causes(sb, sh)
+    longer = _waited_longer(base, head)
     for team in sorted(set(sb["teams"]) | set(sh["teams"])):
         tb, th = sb["teams"].get(team), sh["teams"].get(team)
         wb, wh = sb["waits"]["by_team"].get(team, {}), sh["waits"]["by_team"].get(team, {})
@@ -340,7 +345,7 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
             wait_p50=Pair(wb.get("p50_s"), wh.get("p50_s")),
             wait_p90=Pair(wb.get("p90_s"), wh.get("p90_s")),
             preemptions=Pair(pre_b.get(team, 0) if tb else None, pre_h.get(team, 0) if th else None),
-            waiting=_waiting(tb, th, causes)))
+            waiting=_waiting(tb, th, causes), waited_longer=longer.get(team)))
     teams.sort(key=lambda t: (-t.change, t.team))
     classes = []
     for klass in sb["waits"]["by_class"]:
@@ -373,6 +378,20 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
         capacity_gpus=Pair(base.capacity_gpus, head.capacity_gpus),
         demand_ratio=demand_ratio, teams=tuple(teams), classes=tuple(classes), overall=overall,
         notes=notes, wall_s=wall_s)
+
+
+def _waited_longer(base: RunOutcome, head: RunOutcome) -> dict[str, tuple[str, float, float]]:
+    """Per team, its job in both runs whose time queued grew most in the head (ties: the
+    smaller id), when one grew by a second or more."""
+    best: dict[str, tuple[tuple[float, str], float, float]] = {}
+    for job, (leaf, after) in head.queued.items():
+        was = base.queued.get(job)
+        if leaf is None or was is None or after - was[1] < 1.0:
+            continue
+        key = (was[1] - after, job)  # (the most grown first, then the smaller id)
+        if leaf not in best or key < best[leaf][0]:
+            best[leaf] = (key, was[1], after)
+    return {leaf: (key[1], before, after) for leaf, (key, before, after) in best.items()}
 
 
 def _get(team: Mapping[str, Any] | None, key: str) -> float | None:

@@ -7,7 +7,8 @@ report stays well under ``MAX_MARKDOWN`` by capping every table at ``MAX_ROWS`` 
 1. a title with both revisions and a one-line verdict;
 2. the summary table: every team whose delivered GPU-hours moved (gainers first, then losers,
    largest first) with its effective share before -> after, delivered and entitled
-   GPU-hours before -> after, the change, and the cause of waiting that moved most;
+   GPU-hours before -> after, the change, and the cause of waiting that moved most; then,
+   per team that lost, its job whose time queued grew most and the command that shows why;
 3. cluster-wide figures before -> after (occupancy, preemptions, debug and overall waits);
 4. ``<details>`` folds: tree changes (leaves with share of parent, effective share and GPUs
    per cluster; added / removed / moved nodes; owners; principals), policy changes, waits per
@@ -119,6 +120,7 @@ def render_markdown(base_rev: str, head_rev: str, diff: ConfigDiff, replay: Repl
                  + ((_most_moved(t),) if causes else ()) for t in movers)))
         else:
             parts.append("No team's delivered GPU-hours moved in the replay.")
+        parts += _ask_why(replay)
         parts += ["", _overall_table(replay)]
         if chart:
             parts += ["", f"Chart of the per-team change: `{chart}` (workflow artifact)."]
@@ -190,6 +192,20 @@ def _change_cell(t: TeamImpact, unit: str = "") -> str:
     base = t.delivered.before or 0.0
     rel = f" ({t.change / base:+.1%})".replace("-", "−") if base > 0 else ""
     return f"{signed(t.change)}{unit}{rel}"
+
+
+def _ask_why(replay: ReplayImpact) -> list[str]:
+    """For each team that lost, its job whose time queued grew most, and how to see why."""
+    asks = [(t, t.waited_longer) for t in replay.losers if t.waited_longer is not None][:MAX_ROWS]
+    if not asks:
+        return []
+    lines = ["", "Waited longer in the head, one job per team that lost; why, pass by pass: "
+             "`allot explain JOB --report DIR/head --timeline` beside `DIR/base` (DIR: `--out`, "
+             "or the workflow artifact `allot-impact` in a clone holding both commits, with "
+             "`--config .`):", ""]
+    for t, (job, before, after) in asks:
+        lines.append(f"- {t.team}: `{job}` queued {_duration(after)} (base: {_duration(before)})")
+    return lines
 
 
 def _most_moved(t: TeamImpact) -> str:

@@ -16,7 +16,7 @@ the start.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from engine.model import Config
@@ -33,13 +33,16 @@ CAUSES_EVERY_S = 300.0
 @dataclass(frozen=True)
 class RunOutcome:
     """What the comparison needs from one simulation, as plain data (it crosses processes):
-    the simulator's stable summary, preemptions per team, jobs, horizon and capacity."""
+    the simulator's stable summary, preemptions per team, jobs, horizon, capacity and each
+    job's time queued."""
 
     summary: Mapping[str, Any]
     preemptions: Mapping[str, int]
     tasks: int
     horizon_s: float
     capacity_gpus: int
+    # task id -> (its leaf, seconds it was queued in all): the jobs whose wait moved most
+    queued: Mapping[str, tuple[str | None, float]] = field(default_factory=dict)
 
 
 def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch",
@@ -51,7 +54,8 @@ def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch",
     result = simulate(config, trace, "budget", seed=seed, progress=progress,
                       options=SimOptions(cadence=cadence, causes=True, causes_every_s=CAUSES_EVERY_S))
     return RunOutcome(result.summary(), _preemptions_by_team(result), len(trace.tasks),
-                      result.horizon, capacity(config))
+                      result.horizon, capacity(config),
+                      {r.id: (r.leaf, r.queued_s) for r in result.tasks.values()})
 
 
 Job = tuple[Config, Trace, int, str]  # (config, trace, seed, cadence)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from engine.cli import main
 
 
@@ -71,3 +73,33 @@ def test_a_replay_recorded_elsewhere_is_shown_from_a_clone(shift_repo, capsys, t
     state = json.loads(text)
     preempted = json.loads((out / "impact.json").read_text())["replay"]["overall"]["preemptions"]["after"]
     assert sum(1 for run in state["runs"] if run[6]) == preempted
+
+
+def _queued(spans: list[dict], end: float) -> float:
+    """Seconds a timeline's spans spent queued (pending, or preempted and requeued)."""
+    ends = [s["start"] for s in spans[1:]] + [end]
+    return sum(b - s["start"] for s, b in zip(spans, ends) if s["state"] in ("pending", "preempted"))
+
+
+def test_each_team_that_lost_names_a_job_that_waited_longer_and_its_timelines_agree(
+        shift_repo, capsys, tmp_path):
+    """The report names, per team that lost, its job whose time queued grew most; that job's
+    timeline in each replay adds up to the time queued the report gives for that side."""
+    out = tmp_path / "impact"
+    code, text, err = _run(capsys, "impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                           "--head", shift_repo.head, "--trace", str(_trace(tmp_path / "t.jsonl")),
+                           "--days", "0.2", "--demand-ratio", "0", "--jobs", "1", "--out", str(out))
+    assert code == 0, err
+    teams = json.loads((out / "impact.json").read_text())["replay"]["teams"]
+    losers = [t for t in teams if t["change_gpu_h"] <= -0.05 and t["waited_longer"]]
+    assert losers, "the shift makes a team lose"
+    t = losers[0]
+    job, before, after = (t["waited_longer"][k] for k in ("job", "queued_before_s", "queued_after_s"))
+    assert after > before
+    assert f"- {t['team']}: `{job}` queued " in text and "--report DIR/head --timeline" in text
+    for side, queued in (("base", before), ("head", after)):
+        code, said, err = _run(capsys, "explain", job, "--report", str(out / side), "--timeline",
+                               "--format", "json")
+        assert code == 0, said
+        doc = json.loads(said)
+        assert _queued(doc["spans"], doc["end"]) == pytest.approx(queued, abs=1.0)

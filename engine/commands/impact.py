@@ -5,7 +5,9 @@ base commit fetched is enough), validates them, diffs them structurally
 (:mod:`engine.impact.diff`), replays one trace under both through the simulator
 (:mod:`engine.impact.replay`) and prints the report (:mod:`engine.impact.report`): Markdown
 for a pull-request comment, or JSON. With ``--out DIR`` it also writes ``impact.md``,
-``impact.json`` and ``impact.png`` (the per-team chart) there.
+``impact.json`` and ``impact.png`` (the per-team chart) there, and the replays' records
+``DIR/base/run.json`` and ``DIR/head/run.json`` (:mod:`engine.commands.runrecord`), from which
+the view commands show either replay (``allot explain JOB --report DIR/head --timeline``).
 
 An invalid revision is a user error: its problems are printed as ``file:line:column`` lines
 (JSON with ``--format json``), ``impact.md``/``impact.json`` in ``--out`` carry the same error
@@ -73,7 +75,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="show the replays' progress on stderr even when it is not a "
                              "terminal (on a terminal it is always shown)")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="also write impact.md, impact.json and impact.png into DIR")
+                        help="also write impact.md, impact.json and impact.png into DIR, and the "
+                             "replays' records DIR/base/run.json, DIR/head/run.json (for the views' "
+                             "--report)")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown",
                         help="what to print on stdout (default: markdown)")
     parser.set_defaults(func=run)

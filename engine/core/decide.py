@@ -396,4 +396,5 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
 
     return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks,
                     waiting=LazyMap(lambda: waiting_causes(view, kept, outcome)),
-                    reserved={r.holder: (tuple(sorted(r.nodes)), r.until) for r in p.holds.items})
+                    reserved={r.holder: (tuple(sorted(r.nodes)), r.until, r.numbers[-1] if r.hold else 0)
+                              for r in p.holds.items})

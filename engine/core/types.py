@@ -230,6 +230,7 @@ class Decision:
     # pending workload id -> why it still waits, in one word
     # (:func:`engine.core.statuses.waiting_causes`; a baseline scheduler gives none)
     waiting: Mapping[str, str] = field(default_factory=dict)
-    # holder id -> (its reserved nodes, earliest start; inf: a drain hold), this pass's
-    # reservations (:mod:`engine.core.reservation`)
-    reserved: Mapping[str, tuple[tuple[str, ...], float]] = field(default_factory=dict)
+    # holder id -> (its reserved nodes, earliest start; inf: a drain hold, GPUs the hold's
+    # nodes are short of work it may preempt; 0 for a timed one), this pass's reservations
+    # (:mod:`engine.core.reservation`)
+    reserved: Mapping[str, tuple[tuple[str, ...], float, int]] = field(default_factory=dict)

@@ -9,8 +9,9 @@ not kept, so not ``--state``/``--url``) with the budget scheduler wrapped by a
 running, and folds the passes into :class:`Span` s: consecutive passes with the same state,
 cause of waiting (:attr:`~engine.core.types.Decision.waiting`), nodes (those reserved for it,
 or those it runs on), kind of reservation and, while it runs, protection. A span's budget
-rank may move inside it (its best and worst are kept); its reason is the status of its first
-pass. A drain hold that moves between nodes shows as one span per move.
+rank may move inside it (its best and worst are kept); its reason, and a drain hold's GPUs
+short of work it may preempt, are those of its first pass. A drain hold that moves between
+nodes shows as one span per move, each with how short its nodes were.
 
 The recorder only reads decisions; the run is the same with or without it.
 """
@@ -39,6 +40,7 @@ class Span:
     protected: bool  # running within its min runtime
     ranks: tuple[int, int] | None  # its budget's best and worst rank over the span
     reason: str  # the status at the span's first pass
+    short: int = 0  # a drain hold's GPUs short (of work it may preempt) at the first pass
 
     def key(self) -> tuple:
         return (self.state, self.cause, self.nodes, self.until is None,
@@ -49,7 +51,8 @@ class Span:
                 "cause": self.cause, "nodes": list(self.nodes),
                 "until": None if self.until is None or self.until == math.inf else self.until,
                 "hold": self.until == math.inf, "protected": self.protected,
-                "ranks": list(self.ranks) if self.ranks else None, "reason": self.reason}
+                "ranks": list(self.ranks) if self.ranks else None, "short": self.short,
+                "reason": self.reason}
 
 
 class Recorder:
@@ -68,9 +71,9 @@ class Recorder:
         if status is None:
             return d
         nodes: tuple[str, ...] = ()
-        until = None
+        until, short = None, 0
         if self.job in d.reserved:
-            nodes, until = d.reserved[self.job]
+            nodes, until, short = d.reserved[self.job]
         elif status.state == "admitted":
             nodes = next(tuple(sorted(a.placement.nodes)) for a in d.actions
                          if isinstance(a, Admit) and a.workload_id == self.job)
@@ -81,7 +84,7 @@ class Recorder:
             and now < status.protected_until
         rank = status.rank
         span = Span(now, now, 1, status.state, d.waiting.get(self.job), nodes, until, protected,
-                    (rank, rank) if rank is not None else None, status.reason)
+                    (rank, rank) if rank is not None else None, status.reason, short)
         last = self.spans[-1] if self.spans else None
         if last is not None and last.key() == span.key():
             ranks = last.ranks
@@ -117,7 +120,7 @@ def text(job: str, spans: list[Span], end: float, keep: int = 25) -> list[str]:
         if s.nodes:
             where = ", ".join(s.nodes)
             if s.until == math.inf:
-                where = f"drain hold on {where}"
+                where = f"drain hold on {where} ({s.short} GPU{'s' if s.short != 1 else ''} short)"
             elif s.until is not None:
                 where = f"reserved {where} from t={s.until:.0f}"
         else:

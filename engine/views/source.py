@@ -52,7 +52,8 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
     g.add_argument("--tasks", type=count, default=None, metavar="N",
                    help=f"tasks in the default synthetic trace (default: {DEFAULT_TASKS} per "
                         f"{DEFAULT_DAYS:g} days)")
-    g.add_argument("--seed", type=seed, default=0, help="seed of the synthetic trace (default: 0)")
+    g.add_argument("--seed", type=seed, default=None,
+                   help="seed of the simulation's trace and contracts (default: 0)")
     g.add_argument("--config", metavar="DIR", default=None,
                    help="budgets/ and policies/ to simulate (default: the embedded default); with "
                         "--report, where the run's configuration (or repository) is now, if not "
@@ -112,7 +113,7 @@ def _check_source_flags(args: argparse.Namespace) -> None:
         problems.append(Problem(" and ".join(sources), 0, 0, "give one source of the state, not several",
                                 "the sources are --sim (the default), --trace, --report, --url and --state",
                                 "usage"))
-    given = [flag for flag in ("--days", "--tasks", "--at", "--config", "--fresh")  # they shape a simulation
+    given = [flag for flag in ("--days", "--tasks", "--seed", "--at", "--config", "--fresh")  # they shape a simulation
              if getattr(args, flag[2:], None) is not None and getattr(args, flag[2:]) is not False]
     if url or state:
         problems += [Problem(f, 0, 0, f"does not apply to {'--url' if url else '--state'}: it shapes "
@@ -124,7 +125,7 @@ def _check_source_flags(args: argparse.Namespace) -> None:
     elif report:  # (the run is the report's: the instant, --fresh and where its config is now)
         problems += [Problem(f, 0, 0, f"does not apply to --report {report}: the report's run "
                              f"recorded its own", "drop it", "usage")
-                     for f in given if f in ("--days", "--tasks")]
+                     for f in given if f in ("--days", "--tasks", "--seed")]
     if problems:
         raise UserError(problems)
 
@@ -186,7 +187,8 @@ def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None
     config = load_config(args.config) if getattr(args, "config", None) else load_config()
     if getattr(args, "trace", None):
         show.what = f"trace {args.trace}"
-        result = run_trace(config, args.trace, seed=args.seed, horizon=at, progress=show, scheduler=sched)
+        result = run_trace(config, args.trace, seed=args.seed or 0, horizon=at, progress=show,
+                           scheduler=sched)
         show.finish()
         if at is not None and at > result.horizon:
             raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
@@ -199,12 +201,12 @@ def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None
                                  f"simulation", "lower --at or raise --days")])
     show.what = f"the embedded default ({days:g} days, {tasks:,} jobs)"
     key = statecache.state_key({"config": config_to_dict(config), "days": days, "tasks": tasks,
-                                "seed": args.seed, "at": at})
+                                "seed": args.seed or 0, "at": at})
     kept = None if fresh else statecache.load(key)
     if kept is not None:
         show.kept(kept[1])
         return kept[0]
-    result = default_simulation(config, days=days, tasks=tasks, seed=args.seed, horizon=at,
+    result = default_simulation(config, days=days, tasks=tasks, seed=args.seed or 0, horizon=at,
                                 progress=show, scheduler=sched)
     show.finish()
     state = state_from_sim(result)

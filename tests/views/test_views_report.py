@@ -109,8 +109,10 @@ def test_what_a_report_source_refuses(capsys, report, tmp_path):
         "--days: does not apply to --trace philly: it shapes the embedded default's simulation; drop it",
         "--trace and --report: give one source of the state, not several; the sources are --sim "
         "(the default), --trace, --report, --url and --state"]
-    code, _, err = _run(capsys, "queue", "--report", str(out), "--days", "2")
-    assert code == 1 and err.startswith("--days: does not apply to --report")
+    code, _, err = _run(capsys, "queue", "--report", str(out), "--days", "2", "--seed", "0")
+    assert code == 1 and err.splitlines()[:2] == [
+        f"--days: does not apply to --report {out}: the report's run recorded its own; drop it",
+        f"--seed: does not apply to --report {out}: the report's run recorded its own; drop it"]
 
 
 def test_a_run_whose_configuration_moved_is_read_where_it_is_now(capsys, tmp_path):

@@ -251,7 +251,7 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     from engine.sim.engine import SimOptions
     from engine.sim.experiment import run_experiment
-    from engine.sim.report import text_table, write_report
+    from engine.sim.report import short_teams, text_table, write_report
     from engine.sim.schedulers import NAMES
 
     baselines = [b.strip() for b in args.baseline.split(",") if b.strip() and b.strip() != "none"]
@@ -288,4 +288,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"wall: {time.monotonic() - t0:.1f}s total; {walls}")
         print(f"report: {Path(args.out) / 'report.md'} ({len(paths)} files); why a job of the budget "
               f"run waited: allot explain JOB --report {shlex.quote(args.out)} [--at TIME]")
+        asks = [(a, a.job) for a in short_teams(exp.results["budget"], summary["schedulers"]["budget"])
+                if a.job is not None and a.at is not None]
+        if asks:  # (the worst team's; report.md has them all)
+            a, job = asks[0]
+            print(f"{a.leaf} got {100 * a.ratio:.1f}% of its entitlement; ask why its job {job.id} "
+                  f"waited: allot explain {job.id} --report {shlex.quote(args.out)} --at {a.at} (or "
+                  f"--timeline); report.md has one such job per team short ({len(asks)})")
     return 0

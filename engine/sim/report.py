@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,7 +20,7 @@ from engine.durations import approx_duration, format_duration
 from engine.sim.experiment import Experiment
 from engine.sim.forked import run_forked
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waiting, plot_waits
-from engine.sim.result import SimResult
+from engine.sim.result import SimResult, TaskRecord
 
 
 IDLE_LABELS = (("lag", "scheduling lag"), ("reserved", "held by a reservation"),
@@ -179,8 +180,8 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     paths.append(p)
     p = out / "report.md"
     budget = exp.results.get("budget")
-    asks = _short_teams(budget, summary["schedulers"]["budget"]) if budget is not None else []
-    p.write_text(markdown(summary) + "\n".join(asks), encoding="utf-8")
+    asks = short_teams(budget, summary["schedulers"]["budget"]) if budget is not None else []
+    p.write_text(markdown(summary) + "\n".join(_short_teams(asks)), encoding="utf-8")
     paths.append(p)
     for name, res in exp.results.items():
         p = out / f"tasks-{name}.csv"
@@ -234,30 +235,32 @@ def _waiting_table(summary: dict, names: list[str]) -> list[str]:
     return out
 
 
-def _short_teams(result: SimResult, summary: dict[str, Any]) -> list[str]:
-    """"Teams that fell short": each team with enough demand below 95% of its entitlement under
-    the budget scheduler, with its funded job that waited the most GPU-hours and the command
-    that shows why, at the middle of that job's longest wait inside the measured window, to
-    run in the report's directory (``--report .``: its ``run.json``,
-    :mod:`engine.commands.runrecord`; the report's bytes do not depend on where it is written).
-    Nothing when every team reached 95%."""
+@dataclass(frozen=True)
+class Ask:
+    """A team that fell short and the job to ask about (:func:`short_teams`)."""
+
+    leaf: str
+    ratio: float  # delivered / entitled
+    job: TaskRecord | None  # its funded job that waited the most GPU-hours; None: none waited
+    at: int | None  # the middle of that job's longest wait in the measured window; None: outside
+
+
+def short_teams(result: SimResult, summary: dict[str, Any]) -> list[Ask]:
+    """Each team with enough demand below 95% of its entitlement under the budget scheduler
+    (``summary``: its run's summary), worst first, with its funded job that waited the most
+    GPU-hours (ties: the larger id) and the instant to ask why: the middle of that job's
+    longest wait (between its submission, runs and requeues) inside the measured window."""
     short = sorted((t["ratio"], leaf) for leaf, t in summary["teams"].items()
                    if t["enough_demand"] and t["ratio"] is not None and t["ratio"] < 0.95)
-    if not short:
-        return []
     lo, hi = summary["measured_s"]
     segments: dict[str, list] = {}
-    for seg in result.segments:
+    for seg in result.segments if short else ():
         segments.setdefault(seg.task, []).append(seg)
-    lines = ["", "## Teams that fell short (budget)", "",
-             "Each team with enough demand below 95% of its entitlement, its funded job that waited "
-             "the most GPU-hours, and how to ask the scheduler why, at the middle of that job's "
-             "longest wait in the measured window (times are seconds of the run, as in "
-             "`tasks-budget.csv`); run the commands in this report's directory.", ""]
+    asks = []
     for ratio, leaf in short:
         jobs = [r for r in result.tasks.values() if r.leaf == leaf and r.funded and r.queued_s > 0]
         if not jobs:
-            lines.append(f"- **{leaf}** ({pct(ratio)}): no funded job of it waited.")
+            asks.append(Ask(leaf, ratio, None, None))
             continue
         job = max(jobs, key=lambda r: (r.gpus * r.queued_s, r.id))
         waits: list[tuple[float, float]] = []  # the job's pending spans: between its runs
@@ -269,14 +272,33 @@ def _short_teams(result: SimResult, summary: dict[str, Any]) -> list[str]:
             since = seg.end if seg.preempted else None
         if since is not None:
             waits.append((since, result.horizon))
-        spans = [(min(b, hi) - max(a, lo), max(a, lo), min(b, hi)) for a, b in waits]
-        length, a, b = max(spans)
+        length, a, b = max((min(b, hi) - max(a, lo), max(a, lo), min(b, hi)) for a, b in waits)
+        asks.append(Ask(leaf, ratio, job, round((a + b) / 2) if length > 0 else None))
+    return asks
+
+
+def _short_teams(asks: list[Ask]) -> list[str]:
+    """"Teams that fell short" (:func:`short_teams`) for ``report.md``, with the commands to
+    run in the report's directory (``--report .``: its ``run.json``,
+    :mod:`engine.commands.runrecord`; the report's bytes do not depend on where it is written).
+    Nothing when every team reached 95%."""
+    if not asks:
+        return []
+    lines = ["", "## Teams that fell short (budget)", "",
+             "Each team with enough demand below 95% of its entitlement, its funded job that waited "
+             "the most GPU-hours, and how to ask the scheduler why, at the middle of that job's "
+             "longest wait in the measured window (times are seconds of the run, as in "
+             "`tasks-budget.csv`); run the commands in this report's directory.", ""]
+    for ask in asks:
+        job = ask.job
+        if job is None:
+            lines.append(f"- **{ask.leaf}** ({pct(ask.ratio)}): no funded job of it waited.")
+            continue
         end = {"pending": "still pending at the end", "running": "running at the end"}.get(job.state, job.state)
-        at = f"{round((a + b) / 2)}" if length > 0 else None
         lines.append(
-            f"- **{leaf}** ({pct(ratio)}): {job.id}, {job.gpus} GPUs, waited {approx_duration(job.queued_s)} "
-            f"in all ({_times(job.preemptions)}, {end})"
-            + (f": `allot explain {job.id} --report . --at {at}`" if at else
+            f"- **{ask.leaf}** ({pct(ask.ratio)}): {job.id}, {job.gpus} GPUs, waited "
+            f"{approx_duration(job.queued_s)} in all ({_times(job.preemptions)}, {end})"
+            + (f": `allot explain {job.id} --report . --at {ask.at}`" if ask.at is not None else
                ": its waits fall outside the measured window."))
     return lines + [""]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -135,7 +136,6 @@ def test_the_report_names_a_job_of_each_team_that_fell_short_and_asks_why_while_
     with its funded job that waited the most GPU-hours and an ``allot explain`` command at the
     middle of that job's longest wait: run as written in the report's directory, it shows the
     job pending."""
-    import re
     import shlex
 
     out, rows = report
@@ -182,3 +182,14 @@ def test_a_job_s_timeline_follows_it_through_the_run(capsys, report):
     assert lines[1].startswith("  time by state and cause: ") and "running" in lines[1]
     code, text, err = _run(capsys, "explain", job["id"], "--state", str(out / "run.json"), "--timeline")
     assert code == 1 and err.startswith("--timeline: needs a simulated run, not --state")
+
+
+def test_simulate_prints_the_worst_team_s_job_to_ask_about(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, text, err = _run(capsys, "simulate", *SMALL, "--out", str(out))
+    assert code == 0, err
+    first = (out / "report.md").read_text().split("## Teams that fell short (budget)", 1)[1]
+    team, job, at = re.findall(r"^- \*\*([\w-]+)\*\* .*?: (\S+), .*--report \. --at (\d+)`$", first, re.M)[0]
+    last = text.splitlines()[-1]
+    assert last.startswith(f"{team} got ") and f"ask why its job {job} waited: allot explain {job} " \
+        f"--report {out} --at {at} (or --timeline)" in last

@@ -23,6 +23,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 from engine.commands import count, positive, read_json, seconds_arg, seed
 from engine.commands.progress import ProgressLine, bar
@@ -180,15 +181,14 @@ def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None
     if at is not None and at <= 0:
         raise UserError([Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h")])
     show = SimProgress(getattr(args, "progress", False) or sys.stderr.isatty())
-    fresh = getattr(args, "fresh", False) or scheduler is not None
-    sched: str | Scheduler = scheduler or "budget"
+    fresh = getattr(args, "fresh", False)
     if getattr(args, "report", None):
-        return _report_state(args.report, at, show, fresh, getattr(args, "config", None), sched)
+        return _report_state(args.report, at, show, fresh, getattr(args, "config", None), scheduler)
     config = load_config(args.config) if getattr(args, "config", None) else load_config()
     if getattr(args, "trace", None):
         show.what = f"trace {args.trace}"
         result = run_trace(config, args.trace, seed=args.seed or 0, horizon=at, progress=show,
-                           scheduler=sched)
+                           scheduler=scheduler or "budget")
         show.finish()
         if at is not None and at > result.horizon:
             raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the trace "
@@ -202,21 +202,30 @@ def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None
     show.what = f"the embedded default ({days:g} days, {tasks:,} jobs)"
     key = statecache.state_key({"config": config_to_dict(config), "days": days, "tasks": tasks,
                                 "seed": args.seed or 0, "at": at})
-    kept = None if fresh else statecache.load(key)
-    if kept is not None:
-        show.kept(kept[1])
-        return kept[0]
-    result = default_simulation(config, days=days, tasks=tasks, seed=args.seed or 0, horizon=at,
-                                progress=show, scheduler=sched)
+    return _kept_or_run(key, show, fresh, scheduler, lambda sched: state_from_sim(default_simulation(
+        config, days=days, tasks=tasks, seed=args.seed or 0, horizon=at, progress=show, scheduler=sched)))
+
+
+def _kept_or_run(key: str, show: SimProgress, fresh: bool, scheduler: Scheduler | None,
+                 run: Callable[[str | Scheduler], ViewState]) -> ViewState:
+    """The state kept under ``key`` (:mod:`engine.views.statecache`), else ``run``'s with the
+    budget scheduler, kept for the next command. With ``fresh``, simulated again; with a
+    recording ``scheduler`` (:mod:`engine.views.timeline`), simulated with it whatever is
+    kept, and not kept."""
+    if not fresh and scheduler is None:
+        kept = statecache.load(key)
+        if kept is not None:
+            show.kept(kept[1])
+            return kept[0]
+    state = run(scheduler or "budget")
     show.finish()
-    state = state_from_sim(result)
     if scheduler is None:
         statecache.save(key, state)
     return state
 
 
 def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bool,
-                  root: str | None, scheduler: str | Scheduler) -> ViewState:
+                  root: str | None, scheduler: Scheduler | None) -> ViewState:
     """The state at ``at`` of the budget run an ``allot simulate`` or ``allot impact`` report
     recorded (:mod:`engine.commands.runrecord`; ``root``: ``--config``, where its configuration
     is now if not where it was recorded), kept like the embedded default's: the record (flags
@@ -228,13 +237,5 @@ def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bo
     rec = runrecord.read(directory)
     key = statecache.state_key({"report": rec, "at": at})
     show.what = f"the budget run of {directory}"
-    kept = None if fresh else statecache.load(key)
-    if kept is not None:
-        show.kept(kept[1])
-        return kept[0]
-    result = runrecord.replay(directory, at, progress=show, rec=rec, root=root, scheduler=scheduler)
-    show.finish()
-    state = state_from_sim(result, run_s=float(rec["horizon_s"]))
-    if scheduler == "budget":
-        statecache.save(key, state)
-    return state
+    return _kept_or_run(key, show, fresh, scheduler, lambda sched: state_from_sim(runrecord.replay(
+        directory, at, progress=show, rec=rec, root=root, scheduler=sched), run_s=float(rec["horizon_s"])))

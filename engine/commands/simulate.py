@@ -268,10 +268,12 @@ def run(args: argparse.Namespace) -> int:
                          options=SimOptions(cadence=args.cadence, causes=True), progress=progress,
                          parallel=args.jobs > 1)
     progress.finish()
-    paths = write_report(exp, args.out, pictures=not args.no_pictures, parallel=args.jobs > 1)
+    summary = exp.summary()
+    asks = short_teams(exp.results["budget"], summary["schedulers"]["budget"])  # (report.md's too)
+    paths = write_report(exp, args.out, pictures=not args.no_pictures, parallel=args.jobs > 1,
+                         asks=asks)
     paths.append(runrecord.write(args.out, runrecord.record(args, config, trace,
                                                             exp.results["budget"].horizon)))
-    summary = exp.summary()
     if args.format == "json":
         print(json.dumps(summary, indent=2, sort_keys=True))
     else:
@@ -288,11 +290,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"wall: {time.monotonic() - t0:.1f}s total; {walls}")
         print(f"report: {Path(args.out) / 'report.md'} ({len(paths)} files); why a job of the budget "
               f"run waited: allot explain JOB --report {shlex.quote(args.out)} [--at TIME]")
-        asks = [(a, a.job) for a in short_teams(exp.results["budget"], summary["schedulers"]["budget"])
-                if a.job is not None and a.at is not None]
-        if asks:  # (the worst team's; report.md has them all)
-            a, job = asks[0]
+        named = [(a, a.job) for a in asks if a.job is not None and a.at is not None]
+        if named:  # (the worst team's; report.md has them all)
+            a, job = named[0]
             print(f"{a.leaf} got {100 * a.ratio:.1f}% of its entitlement; ask why its job {job.id} "
                   f"waited: allot explain {job.id} --report {shlex.quote(args.out)} --at {a.at} (or "
-                  f"--timeline); report.md has one such job per team short ({len(asks)})")
+                  f"--timeline); report.md has one such job per team short ({len(named)})")
     return 0

@@ -166,11 +166,12 @@ def markdown(summary: dict[str, Any]) -> str:
 
 
 def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
-                 parallel: bool = False) -> list[Path]:
+                 parallel: bool = False, asks: list[Ask] | None = None) -> list[Path]:
     """``summary.json``, ``report.md``, ``tasks-<scheduler>.csv`` and, with ``pictures``, the
     PNGs (:mod:`engine.sim.plots`) into ``outdir``; the paths written. ``parallel``: the
     pictures drawn in forked worker processes where the machine allows
-    (:func:`engine.sim.forked.run_forked`; the same bytes)."""
+    (:func:`engine.sim.forked.run_forked`; the same bytes). ``asks``: :func:`short_teams` of
+    the budget run, when the caller has them already."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     summary = exp.summary()
@@ -179,8 +180,9 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     p.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     paths.append(p)
     p = out / "report.md"
-    budget = exp.results.get("budget")
-    asks = short_teams(budget, summary["schedulers"]["budget"]) if budget is not None else []
+    if asks is None:
+        budget = exp.results.get("budget")
+        asks = short_teams(budget, summary["schedulers"]["budget"]) if budget is not None else []
     p.write_text(markdown(summary) + "\n".join(_short_teams(asks)), encoding="utf-8")
     paths.append(p)
     for name, res in exp.results.items():

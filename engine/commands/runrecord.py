@@ -154,10 +154,9 @@ def replay(directory: str | Path, at: float | None,
     if unknown:
         raise UserError([Problem(path, 0, 0, f"unknown flag(s) {', '.join(unknown)} in the run record",
                                  f"run allot {rec['command']} again with this version")])
+    key = "root" if rec["command"] == "simulate" else "repo"  # (the flag naming the configuration)
     if root is not None:  # (where the configuration is now)
-        rec = {**rec, "flags": {**rec["flags"], "root" if rec["command"] == "simulate" else "repo":
-                                str(Path(root).resolve())}}
-    key = "root" if rec["command"] == "simulate" else "repo"
+        rec = {**rec, "flags": {**rec["flags"], key: str(Path(root).resolve())}}
     if not Path(rec["flags"][key]).exists():
         what = "configuration" if key == "root" else "repository"
         raise UserError([Problem(path, 0, 0, f"the run's {what} {rec['flags'][key]} is not there (was the "

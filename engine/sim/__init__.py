@@ -59,7 +59,7 @@ Running (``engine.sim.engine``, ``engine.sim.experiment``)::
                    parallel=False) -> Experiment
         # Experiment.results: dict[name, SimResult]; .summary() -> dict (stable keys)
         # parallel: one forked worker per scheduler where it can (engine.sim.forked), same results
-    write_report(experiment, outdir, pictures=True, parallel=False) -> list[Path]
+    write_report(experiment, outdir, pictures=True, parallel=False, asks=None) -> list[Path]
         # summary.json, report.md, tasks-<scheduler>.csv, gantt.png, usage.png, waits.png,
         # waiting.png (with causes); parallel: the pictures drawn in forked workers, same bytes
     engine.sim.report.text_table(summary) / markdown(summary) / summary_rows(summary)
@@ -111,8 +111,8 @@ from engine.sim.synthetic import synthetic_trace  # noqa: E402
 from engine.sim.trace import NodeFailure, Task, Trace, save_trace  # noqa: E402
 
 
-def write_report(experiment, outdir, pictures: bool = True):
+def write_report(experiment, outdir, pictures: bool = True, parallel: bool = False, asks=None):
     """See :func:`engine.sim.report.write_report` (imported lazily: it loads matplotlib)."""
     from engine.sim.report import write_report as _write
 
-    return _write(experiment, outdir, pictures=pictures)
+    return _write(experiment, outdir, pictures=pictures, parallel=parallel, asks=asks)

@@ -80,9 +80,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replace a knob of policies/scheduling.yaml for this run, e.g. "
                         "placement.loans=true or placement.reservationShare=0.1 (repeatable; "
                         "checked like the file)")
-    p.add_argument("--baseline", default=DEFAULT["baseline"],
-                   help="comma-separated baselines run beside the budget scheduler: legacy, "
-                        "monopoly, or none [%(default)s]")
+    p.add_argument("--baseline", default=None,
+                   help=f"comma-separated baselines run beside the budget scheduler: legacy, "
+                        f"monopoly, or none [{DEFAULT['baseline']}]")
+    p.add_argument("--sweep", action="append", default=[], metavar="KNOB=V1,V2,...",
+                   help="run the budget scheduler once per value of a knob of "
+                        "policies/scheduling.yaml (each checked like --set) and compare them in "
+                        "one table, e.g. placement.reservationShare=0.1,0.15,0.25; repeated: every "
+                        "combination. Writes sweep.json, sweep.md and sweep.png to --out "
+                        "[allot-sweep]")
     p.add_argument("--window", default=None,
                    help=f"START:END of the trace to replay, as durations from its start "
                         f"(e.g. 28d:42d) [{DEFAULT['window']} for the default trace]")
@@ -104,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and node change, plus a resync one interval after the last pass while work "
                         "waits); interval = only on the policy's interval grid; event = watch plus "
                         "every min-runtime expiry [%(default)s]")
-    p.add_argument("--out", default="allot-report", help="report directory [%(default)s]")
+    p.add_argument("--out", default=None, help="report directory [allot-report]")
     p.add_argument("--no-pictures", action="store_true", help="skip the PNGs")
     p.add_argument("--seed", type=seed, default=0, help="seed for contracts and synthetic traces [%(default)s]")
     p.add_argument("--format", choices=["text", "json"], default="text",
@@ -167,8 +173,9 @@ def _check_trace_flags(args: argparse.Namespace) -> None:
                          for flag in given])
 
 
-def build_experiment_inputs(args: argparse.Namespace):
-    """(config, prepared trace) from the parsed flags."""
+def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, object] | None = None):
+    """(config, prepared trace) from the parsed flags (``overrides``: the knobs set, instead
+    of ``--set``'s)."""
     from dataclasses import replace
 
     from engine.loader import load_config
@@ -177,7 +184,8 @@ def build_experiment_inputs(args: argparse.Namespace):
     from engine.sim.synthetic import synthetic_trace
 
     _check_trace_flags(args)
-    config = load_config(args.root, rev=args.rev, overrides=knob_values(args.set))
+    config = load_config(args.root, rev=args.rev,
+                         overrides=knob_values(args.set) if overrides is None else overrides)
     bundled = args.trace in BUNDLED and not args.trace_format
     cluster = args.cluster if args.cluster is not None else (DEFAULT["cluster"] if bundled else None)
     config = with_clusters(config, cluster)
@@ -254,6 +262,12 @@ def run(args: argparse.Namespace) -> int:
     from engine.sim.report import short_teams, text_table, write_report
     from engine.sim.schedulers import NAMES
 
+    if args.sweep:
+        from engine.commands import sweep
+
+        return sweep.run(args)
+    args.out = args.out or "allot-report"
+    args.baseline = args.baseline or DEFAULT["baseline"]
     baselines = [b.strip() for b in args.baseline.split(",") if b.strip() and b.strip() != "none"]
     bad = [b for b in baselines if b not in NAMES or b == "budget"]
     if bad:

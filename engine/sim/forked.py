@@ -8,6 +8,7 @@ and traces, which are never pickled: a configuration holds read-only mapping pro
 what each returns is pickled back, so it must be plain data. Progress: each run reports
 ``(now, end)`` as it goes into a shared array of doubles, which the parent reads every
 :data:`POLL_S` seconds and hands to ``progress`` (one pair per run), and once more at the end.
+``allot simulate --sweep`` has more runs than cores: it caps the workers at ``--jobs``.
 
 It gives up, returning ``None``, where the platform cannot fork, the machine has one core,
 or no worker process can be started (the caller then runs the jobs itself, with the same
@@ -49,9 +50,11 @@ def _worker(index: int) -> Any:
     return _RUNS[index](report)
 
 
-def run_forked(runs: Sequence[Run], progress: Progress | None = None) -> list[Any] | None:
-    """Each of ``runs`` in its own forked worker (module docstring); their results in order,
-    or ``None`` when no worker could be started."""
+def run_forked(runs: Sequence[Run], progress: Progress | None = None,
+               workers: int | None = None) -> list[Any] | None:
+    """Each of ``runs`` in a forked worker (module docstring); their results in order, or
+    ``None`` when no worker could be started. ``workers``: at most this many at once (a run
+    waiting for a worker reports ``(0, 0)``); default one per run."""
     global _DONE
     if not can_fork(len(runs)):
         return None
@@ -59,7 +62,7 @@ def run_forked(runs: Sequence[Run], progress: Progress | None = None) -> list[An
     _RUNS[:] = runs
     _DONE = ctx.Array("d", 2 * len(runs), lock=False) if progress else None
     try:
-        with ProcessPoolExecutor(len(runs), mp_context=ctx) as pool:
+        with ProcessPoolExecutor(min(workers or len(runs), len(runs)), mp_context=ctx) as pool:
             futures = [pool.submit(_worker, i) for i in range(len(runs))]
             while wait(futures, timeout=POLL_S).not_done:
                 if progress and _DONE is not None:

@@ -1,0 +1,332 @@
+"""``allot simulate --sweep KNOB=V1,V2,...``: one knob of the scheduling policy, several values,
+the same replay under each, side by side.
+
+The lab in the brief tuned its knobs by simulating before rollout; a manager weighing a pull
+request asks the same question of more than one value ("how far can reservationShare go down
+before the large gangs starve?"). A sweep is exactly one ``allot simulate --set KNOB=VALUE
+--baseline none`` per value (per combination, with several ``--sweep`` flags: every
+combination of their values), so each column is what that run would report, and the table is
+``allot simulate``'s with one column per value.
+
+* Checked first, all at once: every value is loaded with the configuration as ``--set`` would
+  load it (the policy file's schema and rules), and no simulation starts while one is refused;
+  a knob given both to ``--sweep`` and ``--set`` is refused too. A sweep compares values under
+  the budget scheduler: ``--baseline`` is refused with it (compare a baseline with a plain run).
+* The runs are independent and deterministic: at most ``--jobs`` at once, in forked workers
+  (:func:`engine.sim.forked.run_forked`), each building its own inputs (the trace is prepared
+  against each configuration: contract rules read the policy); the same results one after the
+  other.
+* Output: the table on stdout (or the JSON with ``--format json``), and in ``--out``
+  (``allot-sweep`` by default) ``sweep.json`` (each value's settings and its whole budget
+  summary, the same as ``summary.json`` of that run; sorted keys, no wall-clock figures:
+  byte-identical for the same inputs), ``sweep.md`` (the table, and each team's share of its
+  entitlement per value) and, unless ``--no-pictures``, ``sweep.png`` (the headline figures
+  per value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.commands import output_dir, runrecord
+from engine.commands.simulate import Progress, build_experiment_inputs, knob_values
+from engine.errors import Problem, UserError
+
+DEFAULT_OUT = "allot-sweep"
+
+
+def split_values(text: str) -> list[str]:
+    """``0.1,0.2`` -> ``["0.1", "0.2"]``; commas inside ``[...]`` or ``{...}`` do not split (a
+    YAML flow list is one value)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
+
+
+def points(items: list[str]) -> list[list[tuple[str, str]]]:
+    """``--sweep`` flags -> every combination of their values, each as ``[(knob, value text)]``
+    (the first flag's values vary slowest)."""
+    axes: list[tuple[str, list[str]]] = []
+    problems: list[Problem] = []
+    for item in items:
+        knob, sep, text = item.partition("=")
+        values = split_values(text) if sep else []
+        if not sep or not knob.strip() or not all(values):
+            problems.append(Problem("--sweep", 0, 0, f"{item!r} is not KNOB=VALUE,VALUE,...",
+                                    "write e.g. --sweep placement.reservationShare=0.1,0.25", "usage"))
+            continue
+        if any(knob.strip() == k for k, _ in axes):
+            problems.append(Problem("--sweep", 0, 0, f"{knob.strip()} is swept twice",
+                                    "give all its values in one --sweep", "usage"))
+            continue
+        axes.append((knob.strip(), values))
+    if problems:
+        raise UserError(problems)
+    return [list(zip([k for k, _ in axes], combo)) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def label(point: list[tuple[str, str]]) -> str:
+    """A point's column heading: its values in the order of the ``--sweep`` flags (``0.1``,
+    ``0.1/true``; :func:`heading` names the knobs)."""
+    return "/".join(v for _, v in point)
+
+
+def heading(knobs: list[str]) -> str:
+    """What a column heading holds: ``placement.reservationShare`` or, for several knobs,
+    ``placement.reservationShare/placement.loans``."""
+    return "/".join(knobs)
+
+
+def check(args: argparse.Namespace, grid: list[list[tuple[str, str]]]) -> list[dict[str, object]]:
+    """Each point's overrides (``--set`` and its own values), every value loaded as ``--set``
+    loads one (module docstring): each value on its own, then, with several knobs, each
+    combination (a rule may relate two knobs). Every refusal at once, as a :class:`UserError`."""
+    from engine.loader import load_config
+
+    if getattr(args, "baseline", None) is not None:
+        raise UserError([Problem("--baseline", 0, 0, "a sweep runs the budget scheduler only",
+                                 "drop --baseline; compare a baseline with a run without --sweep",
+                                 "usage")])
+    base = knob_values(args.set)
+    load_config(args.root, rev=args.rev, overrides=base)  # (its problems as they are, once)
+    problems = [Problem("--sweep", 0, 0, f"{k} is given to both --sweep and --set",
+                        "give it to one of them", "usage")
+                for k in dict.fromkeys(k for k, _ in grid[0]) if k in base]
+
+    def refused(point: list[tuple[str, str]], overrides: dict[str, object]) -> list[Problem]:
+        try:
+            load_config(args.root, rev=args.rev, overrides=overrides)
+        except UserError as err:
+            where = ", ".join(f"{k}={v}" for k, v in point)
+            return [Problem("--sweep", 0, 0, (p.message if p.code == "unknown-knob" else f"{where}: {p.message}")
+                            + (f" (the knob is at {p.file}:{p.line})" if p.line else ""), p.hint, p.code)
+                    for p in err.problems]
+        return []
+
+    values = dict.fromkeys((k, v) for point in grid for k, v in point)  # (in order, once each)
+    for k, v in values:
+        found = refused([(k, v)], {**base, **knob_values([f"{k}={v}"])})
+        problems += [p for p in found if p not in problems]  # (an unknown knob: once)
+    overrides = [{**base, **knob_values([f"{k}={v}" for k, v in point])} for point in grid]
+    if not problems and len(grid[0]) > 1:
+        for point, mine in zip(grid, overrides):
+            problems += refused(point, mine)
+    if problems:
+        raise UserError(problems)
+    return overrides
+
+
+def _one(args: argparse.Namespace, point: list[tuple[str, str]], overrides: dict[str, object],
+         built: tuple | None = None) -> Callable[[Callable[[float, float], None] | None], dict[str, Any]]:
+    """One point's run: its inputs built (unless ``built``), the budget scheduler simulated;
+    the summary of that run and its record (``run.json``, as ``allot simulate --set`` with
+    the point's values writes it), plain data: it comes back from a worker."""
+    def go(report: Callable[[float, float], None] | None) -> dict[str, Any]:
+        from engine.sim.engine import SimOptions
+        from engine.sim.experiment import run_experiment
+
+        config, trace = built or build_experiment_inputs(args, overrides)
+        exp = run_experiment(config, trace, ["budget"], seed=args.seed,
+                             options=SimOptions(cadence=args.cadence, causes=True),
+                             progress=(lambda _n, now, end: report(now, end)) if report else None)
+        summary = exp.summary()
+        summary["wall_s"] = exp.results["budget"].wall_s  # (printed, not written)
+        as_set = argparse.Namespace(**{**vars(args), "set": [*args.set, *(f"{k}={v}" for k, v in point)]})
+        summary["record"] = runrecord.record(as_set, config, trace, exp.results["budget"].horizon)
+        return summary
+
+    return go
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.sim.forked import run_forked
+
+    t0 = time.monotonic()
+    grid = points(args.sweep)
+    overrides = check(args, grid)
+    names = [label(p) for p in grid]
+    progress = Progress(args.progress or sys.stderr.isatty(), names)
+    # the first point's inputs built here: a problem with the trace flags or file is reported
+    # before any worker starts (the other points differ only in the policy's knobs)
+    first = build_experiment_inputs(args, overrides[0])
+    out = args.out or DEFAULT_OUT
+    output_dir("--out", out)  # (not made when the inputs are refused)
+    runs = [_one(args, p, o, first if i == 0 else None) for i, (p, o) in enumerate(zip(grid, overrides))]
+
+    def polled(pairs: list[tuple[float, float]]) -> None:
+        for name, (now, end) in zip(names, pairs):
+            if end > 0:  # (0, 0): waiting for a worker
+                progress(name, now, end)
+
+    got = run_forked(runs, polled, workers=args.jobs) if args.jobs > 1 else None
+    if got is None:
+        got = [go(_reporting(progress, n)) for n, go in zip(names, runs)]
+    progress.finish()
+    walls = [s.pop("wall_s") for s in got]
+    records = [s.pop("record") for s in got]
+    doc = document(grid, got)
+    paths = write(doc, Path(out), pictures=not args.no_pictures)
+    paths += [runrecord.write(Path(out) / point_dir(i), rec) for i, rec in enumerate(records)]
+    if args.format == "json":
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    exp = got[0]["experiment"]
+    lo, hi = got[0]["schedulers"]["budget"]["measured_s"]
+    print(f"sweep of {heading([k for k, _ in grid[0]])} ({len(grid)} runs of the budget scheduler): "
+          f"{exp['trace']}, {exp['tasks']} tasks, {exp['config']['gpus']} GPUs, "
+          f"{hi / 86400:.2f} simulated days" + (f", the first {lo / 3600:.1f} h a warm-up" if lo else ""))
+    print(table_text(doc))
+    print(f"wall: {time.monotonic() - t0:.1f}s total; runs " + ", ".join(f"{w:.1f}s" for w in walls))
+    print(f"report: {Path(out) / 'sweep.md'} ({len(paths)} files); why a job waited in the run "
+          f"of column N: allot explain JOB --report {shlex.quote(str(Path(out)))}/point-N "
+          f"[--at TIME]")
+    return 0
+
+
+def _reporting(progress: Progress, name: str) -> Callable[[float, float], None]:
+    return lambda now, end: progress(name, now, end)
+
+
+def point_dir(index: int) -> str:
+    """Where the record of the ``index``-th point (from 0) goes under ``--out``: ``point-1``..."""
+    return f"point-{index + 1}"
+
+
+def document(grid: list[list[tuple[str, str]]], summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``sweep.json``: the knobs, and per point its settings (as given) and its summary."""
+    return {"kind": "allot-sweep", "version": 1, "knobs": [k for k, _ in grid[0]],
+            "points": [{"label": label(p), "set": dict(p), "summary": s} for p, s in zip(grid, summaries)]}
+
+
+def _as_experiment(doc: dict[str, Any]) -> dict[str, Any]:
+    """The points as one summary whose "schedulers" are the points (for the report's tables)."""
+    return {"experiment": doc["points"][0]["summary"]["experiment"],
+            "schedulers": {p["label"]: p["summary"]["schedulers"]["budget"] for p in doc["points"]}}
+
+
+def table_text(doc: dict[str, Any]) -> str:
+    from engine.sim.report import text_table
+
+    return text_table(_as_experiment(doc))
+
+
+def team_rows(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """Per team with an entitlement at some point: its share of it delivered, per point
+    (``*``: enough demand at every point)."""
+    from engine.sim.report import pct
+
+    scheds = list(_as_experiment(doc)["schedulers"].values())
+    rows = []
+    for team in scheds[0]["teams"]:
+        at = [s["teams"][team] for s in scheds]
+        if not any(t["entitled_gpu_h"] for t in at):
+            continue
+        star = "*" if all(t["enough_demand"] for t in at) else ""
+        rows.append((team + star, [pct(t["ratio"]) if t["entitled_gpu_h"] else "-" for t in at]))
+    return rows
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    from engine.sim.report import summary_rows
+
+    summary = _as_experiment(doc)
+    names = list(summary["schedulers"])
+    exp = summary["experiment"]
+
+    def table(rows: list[tuple[str, list[str]]], first: str) -> list[str]:
+        return ([f"| {first} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+                + [f"| {r} | " + " | ".join(v) + " |" for r, v in rows])
+
+    return "\n".join([
+        f"# Sweep: {heading(doc['knobs'])}", "",
+        f"The same replay ({exp['trace']}, {exp['tasks']} tasks, {exp['config']['gpus']} GPUs, seed "
+        f"{exp['seed']}) under the budget scheduler, once per value (column headings: "
+        f"{heading(doc['knobs'])}); each column is what "
+        f"`allot simulate --set KNOB=VALUE --baseline none` reports for it (`sweep.json` holds each "
+        f"run's whole summary).", "",
+        *table(summary_rows(summary), "measure"), "",
+        "## Teams: delivered GPU-hours as a share of the entitlement", "",
+        "`*` = enough demand at every value (demand at least its share in half the hours).", "",
+        *table(team_rows(doc), "team"), ""])
+
+
+def write(doc: dict[str, Any], out: Path, pictures: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "sweep.json", out / "sweep.md"]
+    paths[0].write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    paths[1].write_text(markdown(doc))
+    if pictures:
+        paths.append(plot(doc, out / "sweep.png"))
+    return paths
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
+def _hours(x: float | None) -> float | None:
+    return None if x is None else x / 3600
+
+
+PANELS: tuple[tuple[str, Callable[[dict[str, Any]], float | None]], ...] = (
+    # (title, the figure from a budget summary; None: none to show, e.g. no large gang)
+    ("entitled GPU-h delivered (%)", lambda s: _pct(s["entitlement"]["delivered_within_entitlement"])),
+    ("worst team with enough demand (%)", lambda s: _pct(s["entitlement"]["worst_ratio"])),
+    ("occupancy of healthy GPUs (%)", lambda s: _pct(s["occupancy"])),
+    ("p90 queue wait, debug (s)", lambda s: s["waits"]["by_class"]["debug"]["p90_s"]),
+    ("p90 queue wait, large gangs (h)", lambda s: _hours(s["waits"]["by_class"]["large"]["p90_s"])),
+    ("GPU-h lost to preemption", lambda s: s["gpu_hours"]["lost_to_preemption"]),
+)
+
+
+def plot(doc: dict[str, Any], path: Path) -> Path:
+    """One panel per headline figure, its value at each point (in the sweep's order), each
+    point labelled with its value; a point without one (no large gang, no team with enough
+    demand) is left out."""
+    from engine.sim.plots import _META, plt
+
+    scheds = _as_experiment(doc)["schedulers"]
+    names = list(scheds)
+    slant = len(names) > 4 or max(len(n) for n in names) > 12
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    for ax, (title, get) in zip(axes.flat, PANELS):
+        got = [(i, get(s)) for i, s in enumerate(scheds.values())]
+        shown = [(i, y) for i, y in got if y is not None]
+        if shown:
+            ax.plot([i for i, _ in shown], [y for _, y in shown], marker="o", color="#1f77b4")
+            for i, y in shown:
+                ax.annotate(f"{y:.3g}", (i, y), textcoords="offset points", xytext=(0, 5),
+                            ha="center", fontsize=7)
+            ax.margins(y=0.2)
+        else:
+            ax.text(0.5, 0.5, "none in this replay", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=8, color="grey")
+            ax.set_yticks([])
+        ax.set_title(title, fontsize=9)
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set_xticks(range(len(names)), names, rotation=30 if slant else 0,
+                      ha="right" if slant else "center", fontsize=7)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"allot simulate --sweep: {heading(doc['knobs'])} (budget scheduler)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata=_META)
+    plt.close(fig)
+    return path

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.commands import output_dir, runrecord
+from engine.commands.progress import bar
 from engine.commands.simulate import Progress, build_experiment_inputs, knob_values
 from engine.errors import Problem, UserError
 
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     grid = points(args.sweep)
     overrides = check(args, grid)
     names = [label(p) for p in grid]
-    progress = Progress(args.progress or sys.stderr.isatty(), names)
+    progress = SweepProgress(args.progress or sys.stderr.isatty(), names)
     # the first point's inputs built here: a problem with the trace flags or file is reported
     # before any worker starts (the other points differ only in the policy's knobs)
     first = build_experiment_inputs(args, overrides[0])
@@ -198,6 +199,19 @@ def run(args: argparse.Namespace) -> int:
           f"of column N: allot explain JOB --report {shlex.quote(str(Path(out)))}/point-N "
           f"[--at TIME]")
     return 0
+
+
+class SweepProgress(Progress):
+    """:class:`~engine.commands.simulate.Progress` for a sweep, whose runs may outnumber what
+    a line holds: how many are done, then a bar for each run going (e.g. ``sweep 2 of 6
+    done  0.15 [#####  ] day 1.20  0.25 [##    ] day 0.40``)."""
+
+    def _draw(self, final: bool) -> None:
+        done = sum(1 for t, e in self.at.values() if e and t >= e)
+        going = [f"{n} {bar(min(1.0, t / e), 20)} day {t / 86400:.2f}"
+                 for n, (t, e) in self.at.items() if e and t < e]
+        self.line.draw("  ".join([f"sweep {done} of {len(self.at)} done", *going]), final=final)
+        self.ended = final
 
 
 def _reporting(progress: Progress, name: str) -> Callable[[float, float], None]:

@@ -134,3 +134,17 @@ def test_values_split_on_commas_outside_brackets(text, values):
 def test_points_vary_the_last_knob_fastest():
     assert points(["a.b=1,2", "c=x,y"]) == [[("a.b", "1"), ("c", "x")], [("a.b", "1"), ("c", "y")],
                                             [("a.b", "2"), ("c", "x")], [("a.b", "2"), ("c", "y")]]
+
+
+def test_progress_counts_the_runs_done_and_shows_those_going(capsys):
+    """A sweep may have more runs than a line holds: how many are done, then a bar for each run
+    going (a run waiting for a worker is not shown); the line ends once all are done."""
+    from engine.commands.sweep import SweepProgress
+
+    show = SweepProgress(True, ["0.1", "0.25", "1"])
+    show("0.1", 43200.0, 86400.0)
+    show("0.1", 86400.0, 86400.0)  # within 0.2 s of the last draw: skipped
+    show("0.25", 86400.0, 86400.0)  # (skipped too)
+    show("1", 86400.0, 86400.0)  # all done: drawn, and the line ended
+    half = "[" + "#" * 10 + " " * 10 + "]  50.0%"
+    assert capsys.readouterr().err == f"\rsweep 0 of 3 done  0.1 {half} day 0.50\rsweep 3 of 3 done\n"

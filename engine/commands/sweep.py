@@ -20,8 +20,10 @@ combination of their values), so each column is what that run would report, and 
   (``allot-sweep`` by default) ``sweep.json`` (each value's settings and its whole budget
   summary, the same as ``summary.json`` of that run; sorted keys, no wall-clock figures:
   byte-identical for the same inputs), ``sweep.md`` (the table, and each team's share of its
-  entitlement per value) and, unless ``--no-pictures``, ``sweep.png`` (the headline figures
-  per value).
+  entitlement per value), unless ``--no-pictures`` ``sweep.png`` (the headline figures per
+  value), and ``point-N/run.json``, the record of column N's run as ``allot simulate`` writes
+  it (:mod:`engine.commands.runrecord`), so the view commands show that run at any instant
+  (``allot explain JOB --report DIR/point-N --at TIME``).
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def points(items: list[str]) -> list[list[tuple[str, str]]]:
         if any(knob.strip() == k for k, _ in axes):
             problems.append(Problem("--sweep", 0, 0, f"{knob.strip()} is swept twice",
                                     "give all its values in one --sweep", "usage"))
+            continue
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            problems.append(Problem("--sweep", 0, 0, f"{knob.strip()}: {', '.join(twice)} given twice",
+                                    "give each value once", "usage"))
             continue
         axes.append((knob.strip(), values))
     if problems:

@@ -109,6 +109,8 @@ def test_refusals_are_reported_at_once_and_nothing_runs(tmp_path, capsys):
         (["--sweep", "placement.loans="], ["'placement.loans=' is not KNOB=VALUE,VALUE,..."]),
         (["--sweep", "placement.loans=true", "--sweep", "placement.loans=false"],
          ["placement.loans is swept twice"]),
+        (["--sweep", "placement.reservationShare=0.1,0.2,0.1"],
+         ["placement.reservationShare: 0.1 given twice"]),
         (["--sweep", "placement.loans=true,false", "--trace", str(tmp_path / "missing.csv")],
          ["trace file not found"]),
     ]

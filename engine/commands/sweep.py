@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     progress.finish()
     walls = [s.pop("wall_s") for s in got]
     records = [s.pop("record") for s in got]
-    doc = document(grid, got)
+    doc = document(grid, got, the_files(args, grid))
     paths = write(doc, Path(out), pictures=not args.no_pictures)
     paths += [runrecord.write(Path(out) / point_dir(i), rec) for i, rec in enumerate(records)]
     if args.format == "json":
@@ -230,16 +230,32 @@ def point_dir(index: int) -> str:
     return f"point-{index + 1}"
 
 
-def document(grid: list[list[tuple[str, str]]], summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """``sweep.json``: the knobs, and per point its settings (as given) and its summary."""
+def the_files(args: argparse.Namespace, grid: list[list[tuple[str, str]]]) -> list[bool]:
+    """Per point: are its values those the policy file writes (read as YAML, as given)? Its
+    column is then marked ``(file)``; none is where the file leaves a knob to its default."""
+    from engine.loader import policy_values
+
+    knobs = [k for k, _ in grid[0]]
+    written = policy_values(args.root, args.rev, knobs)
+    return [all(k in written and knob_values([f"{k}={v}"])[k] == written[k] for k, v in point)
+            for point in grid]
+
+
+def document(grid: list[list[tuple[str, str]]], summaries: list[dict[str, Any]],
+             files: list[bool]) -> dict[str, Any]:
+    """``sweep.json``: the knobs, and per point its settings (as given), whether they are the
+    policy file's, and its summary."""
     return {"kind": "allot-sweep", "version": 1, "knobs": [k for k, _ in grid[0]],
-            "points": [{"label": label(p), "set": dict(p), "summary": s} for p, s in zip(grid, summaries)]}
+            "points": [{"label": label(p), "set": dict(p), "file": f, "summary": s}
+                       for p, s, f in zip(grid, summaries, files)]}
 
 
 def _as_experiment(doc: dict[str, Any]) -> dict[str, Any]:
-    """The points as one summary whose "schedulers" are the points (for the report's tables)."""
+    """The points as one summary whose "schedulers" are the points, each named by its label,
+    ``(file)`` after the policy file's (for the report's tables)."""
     return {"experiment": doc["points"][0]["summary"]["experiment"],
-            "schedulers": {p["label"]: p["summary"]["schedulers"]["budget"] for p in doc["points"]}}
+            "schedulers": {p["label"] + (" (file)" if p["file"] else ""): p["summary"]["schedulers"]["budget"]
+                           for p in doc["points"]}}
 
 
 def table_text(doc: dict[str, Any]) -> str:

@@ -35,7 +35,7 @@ from engine.loader.sources import Source, default_root, open_source, repo_root
 from engine.loader.yamlread import Document, parse
 from engine.model import BudgetTree, Config, TreeError
 
-__all__ = ["load_config", "load_source", "default_root", "repo_root"]
+__all__ = ["load_config", "load_source", "default_root", "repo_root", "policy_values"]
 
 
 def load_config(root: str | Path | None = None, rev: str | None = None,
@@ -106,6 +106,26 @@ def load_source(source: Source, overrides: Mapping[str, Any] | None = None) -> C
     return Config(tree=tree, policy=policy, origin=source.origin, revision=source.revision,
                   files=MappingProxyType(dict(sorted(files.items()))),
                   overrides=tuple(f"{k}={json.dumps(v)}" for k, v in knobs.items()))
+
+
+def policy_values(root: str | Path | None, rev: str | None, keys: list[str]) -> dict[str, Any]:
+    """The values the scheduling policy file at ``root`` (``rev``) writes for the dotted
+    ``keys`` (``placement.loans``), as parsed; a key the file leaves out (its default applies)
+    is not in the result. For showing which of several values is the file's: the file is
+    assumed valid (:func:`load_config` checks it)."""
+    source = open_source(root, rev)
+    found: dict[str, Any] = {}
+    for file in source.list_yaml("policies") if source.has_dir("policies") else []:
+        doc, _ = parse(file, source.read(file) or b"")
+        if doc is None or not isinstance(doc.data, dict) or doc.data.get("kind") != "SchedulingPolicy":
+            continue
+        for key in keys:
+            node: Any = doc.data
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                found[key] = node
+    return found
 
 
 def _is_knob(key: str) -> bool:

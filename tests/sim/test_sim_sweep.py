@@ -150,3 +150,18 @@ def test_progress_counts_the_runs_done_and_shows_those_going(capsys):
     show("1", 86400.0, 86400.0)  # all done: drawn, and the line ended
     half = "[" + "#" * 10 + " " * 10 + "]  50.0%"
     assert capsys.readouterr().err == f"\rsweep 0 of 3 done  0.1 {half} day 0.50\rsweep 3 of 3 done\n"
+
+
+def test_the_policy_files_value_is_marked(tmp_path, capsys):
+    """The column whose value the policy file writes reads ``(file)``; a value written another
+    way in YAML is still the file's (read as YAML); a knob the file leaves out marks none."""
+    from engine.loader import policy_values
+
+    assert main([*_flags(tmp_path, "m"), "--sweep", "placement.reservationShare=0.250,1",
+                 "--jobs", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split() == ["0.250", "(file)", "1"]
+    doc = json.loads((tmp_path / "m" / "sweep.json").read_text())
+    assert [p["file"] for p in doc["points"]] == [True, False]
+    assert "| measure | 0.250 (file) | 1 |" in (tmp_path / "m" / "sweep.md").read_text()
+    assert policy_values(ROOT, None, ["placement.reservationShare", "placement.nothing"]) == {
+        "placement.reservationShare": 0.25}

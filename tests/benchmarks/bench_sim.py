@@ -19,6 +19,10 @@ wall seconds (default 600; 0 = none) and then reports honestly what it measured:
 simulated days it reached (``reached=``), ``TRUNCATED``, and the rates over that part.
 Peak memory is the process's max RSS (so it covers every case run before it). Figures taken
 while other work shares the CPUs are noisy.
+
+The host's speed moves from day to day (2.4x between two days on the same machine type), so
+the first line names the CPU and times a fixed reference of interpreted work (:func:`reference`,
+best of 3): figures from two days compare through it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import resource
 import time
 
@@ -60,6 +65,33 @@ class PerDay:
         print(f"{'day':>5s} {'passes':>7s} {'ms/pass':>8s} {'pending':>8s} {'running':>8s}")
         for day, (n, secs, pending, running) in sorted(self.rows.items()):
             print(f"{day:5d} {n:7d} {1000 * secs / n:8.2f} {pending / n:8.0f} {running / n:8.0f}")
+
+
+def reference() -> float:
+    """Seconds (best of 3) of a fixed piece of interpreted work: dict, tuple and float
+    operations such as a decision does, with no I/O and no allocation that survives."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        d: dict[int, float] = {}
+        for i in range(400_000):
+            k = i % 997
+            d[k] = d.get(k, 0.0) + (i, k)[1] * 0.5
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
 
 
 def run_case(name: str, config, trace, schedulers, limit: float | None,
@@ -103,6 +135,8 @@ def main() -> None:
     args = ap.parse_args()
     limit = args.time_limit or None
     schedulers = args.scheduler.split(",")
+    print(f"host: {cpu_model()}, {os.cpu_count()} CPUs; reference work {reference() * 1000:.0f} ms "
+          f"(best of 3)", flush=True)
     base = load_config()
     if args.case in ("synthetic30", "all"):
         cfg = with_clusters(base, "h100")

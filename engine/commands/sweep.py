@@ -13,7 +13,7 @@ combination of their values), so each column is what that run would report, and 
   a knob given both to ``--sweep`` and ``--set`` is refused too. A sweep compares values under
   the budget scheduler: ``--baseline`` is refused with it (compare a baseline with a plain run).
 * The runs are independent and deterministic: at most ``--jobs`` at once, in forked workers
-  (:func:`engine.sim.forked.run_forked`), each building its own inputs (the trace is prepared
+  (:func:`engine.sim.forked.run_all`), each building its own inputs (the trace is prepared
   against each configuration: contract rules read the policy); the same results one after the
   other.
 * Output: the table on stdout (or the JSON with ``--format json``), and in ``--out``
@@ -142,18 +142,18 @@ def check(args: argparse.Namespace, grid: list[list[tuple[str, str]]]) -> list[d
 
 
 def _one(args: argparse.Namespace, point: list[tuple[str, str]], overrides: dict[str, object],
-         built: tuple | None = None) -> Callable[[Callable[[float, float], None] | None], dict[str, Any]]:
+         built: tuple | None = None) -> Callable[[Callable[[float, float], None]], dict[str, Any]]:
     """One point's run: its inputs built (unless ``built``), the budget scheduler simulated;
     the summary of that run and its record (``run.json``, as ``allot simulate --set`` with
     the point's values writes it), plain data: it comes back from a worker."""
-    def go(report: Callable[[float, float], None] | None) -> dict[str, Any]:
+    def go(report: Callable[[float, float], None]) -> dict[str, Any]:
         from engine.sim.engine import SimOptions
         from engine.sim.experiment import run_experiment
 
         config, trace = built or build_experiment_inputs(args, overrides)
         exp = run_experiment(config, trace, ["budget"], seed=args.seed,
                              options=SimOptions(cadence=args.cadence, causes=True),
-                             progress=(lambda _n, now, end: report(now, end)) if report else None)
+                             progress=lambda _n, now, end: report(now, end))
         summary = exp.summary()
         summary["wall_s"] = exp.results["budget"].wall_s  # (printed, not written)
         as_set = argparse.Namespace(**{**vars(args), "set": [*args.set, *(f"{k}={v}" for k, v in point)]})
@@ -164,7 +164,7 @@ def _one(args: argparse.Namespace, point: list[tuple[str, str]], overrides: dict
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.sim.forked import run_forked
+    from engine.sim.forked import run_all
 
     t0 = time.monotonic()
     grid = points(args.sweep)
@@ -178,14 +178,7 @@ def run(args: argparse.Namespace) -> int:
     output_dir("--out", out)  # (not made when the inputs are refused)
     runs = [_one(args, p, o, first if i == 0 else None) for i, (p, o) in enumerate(zip(grid, overrides))]
 
-    def polled(pairs: list[tuple[float, float]]) -> None:
-        for name, (now, end) in zip(names, pairs):
-            if end > 0:  # (0, 0): waiting for a worker
-                progress(name, now, end)
-
-    got = run_forked(runs, polled, workers=args.jobs) if args.jobs > 1 else None
-    if got is None:
-        got = [go(_reporting(progress, n)) for n, go in zip(names, runs)]
+    got = run_all(runs, lambda i, now, end: progress(names[i], now, end), args.jobs > 1, args.jobs)
     progress.finish()
     walls = [s.pop("wall_s") for s in got]
     records = [s.pop("record") for s in got]
@@ -219,10 +212,6 @@ class SweepProgress(Progress):
                  for n, (t, e) in self.at.items() if e and t < e]
         self.line.draw("  ".join([f"sweep {done} of {len(self.at)} done", *going]), final=final)
         self.ended = final
-
-
-def _reporting(progress: Progress, name: str) -> Callable[[float, float], None]:
-    return lambda now, end: progress(name, now, end)
 
 
 def point_dir(index: int) -> str:

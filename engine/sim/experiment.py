@@ -73,40 +73,25 @@ def run_experiment(config: Config, trace: Trace,
     results are the same as one after the other, which is what happens where it cannot fork).
     A worker computes its run's metrics and sends the result back without the configuration
     and trace (not picklable; the same objects here), which are put back."""
+    from engine.sim.forked import run_all
+
     names = [s if isinstance(s, str) else s.name for s in schedulers]
 
     def run(sched: str | Scheduler, report: Callable[[float, float], None] | None) -> SimResult:
         return simulate(config, trace, sched, seed=seed, horizon=horizon, options=options,
                         progress=report)
 
-    results: dict[str, SimResult] | None = None
-    if parallel:
-        from engine.sim.forked import run_forked
-
-        def polled(pairs: list[tuple[float, float]]) -> None:
-            for name, (now, end) in zip(names, pairs):
-                if progress and end > 0:  # (0, 0): not started yet
-                    progress(name, now, end)
-
-        got = run_forked([_detached(run, s) for s in schedulers], polled if progress else None)
-        if got is not None:
-            results = {n: replace(r, config=config, trace=trace) for n, r in zip(names, got)}
-    if results is None:
-        results = {}
-        for name, sched in zip(names, schedulers):
-            results[name] = run(sched, _named(progress, name) if progress else None)
+    got = run_all([_detached(run, s) for s in schedulers],
+                  (lambda i, now, end: progress(names[i], now, end)) if progress else None, parallel)
+    results = {n: replace(r, config=config, trace=trace) for n, r in zip(names, got)}
     return Experiment(config, trace, results, seed, options)
-
-
-def _named(progress: Callable[[str, float, float], None],
-           name: str) -> Callable[[float, float], None]:
-    return lambda now, end: progress(name, now, end)
 
 
 def _detached(run: Callable[[str | Scheduler, Callable[[float, float], None] | None], SimResult],
               sched: str | Scheduler) -> Callable[[Callable[[float, float], None]], SimResult]:
     """``sched``'s run for a forked worker: its metrics computed there, and the result sent
-    back without the configuration and trace (:func:`run_experiment`)."""
+    back without the configuration and trace (:func:`run_experiment`; one after the other,
+    the same, the two put back just as well)."""
     def go(report: Callable[[float, float], None]) -> SimResult:
         result = run(sched, report)
         result.metrics()

@@ -9,6 +9,7 @@ what each returns is pickled back, so it must be plain data. Progress: each run 
 ``(now, end)`` as it goes into a shared array of doubles, which the parent reads every
 :data:`POLL_S` seconds and hands to ``progress`` (one pair per run), and once more at the end.
 ``allot simulate --sweep`` has more runs than cores: it caps the workers at ``--jobs``.
+:func:`run_all` runs them here instead, one after the other, where no worker can start.
 
 It gives up, returning ``None``, where the platform cannot fork, the machine has one core,
 or no worker process can be started (the caller then runs the jobs itself, with the same
@@ -76,6 +77,31 @@ def run_forked(runs: Sequence[Run], progress: Progress | None = None,
     finally:
         _RUNS.clear()
         _DONE = None
+
+
+def run_all(runs: Sequence[Run], progress: Callable[[int, float, float], None] | None = None,
+            parallel: bool = True, workers: int | None = None) -> list[Any]:
+    """Every one of ``runs``, their results in order: in forked workers (:func:`run_forked`,
+    at most ``workers`` at once) when ``parallel`` and the machine allows, else one after the
+    other here, with the same results. ``progress(i, now, end)`` as run ``i`` reports (a run
+    waiting for a worker is not reported)."""
+    if parallel:
+        def polled(pairs: list[tuple[float, float]]) -> None:
+            assert progress is not None
+            for i, (now, end) in enumerate(pairs):
+                if end > 0:  # (0, 0): not started yet
+                    progress(i, now, end)
+
+        got = run_forked(runs, polled if progress else None, workers)
+        if got is not None:
+            return got
+    return [run(_reporting(progress, i)) for i, run in enumerate(runs)]
+
+
+def _reporting(progress: Callable[[int, float, float], None] | None, i: int) -> Report:
+    if progress is None:
+        return lambda now, end: None
+    return lambda now, end: progress(i, now, end)
 
 
 def _pairs(done: Any) -> list[tuple[float, float]]:

@@ -131,8 +131,8 @@ def test_jobs_2_runs_the_schedulers_side_by_side_with_the_same_report(tmp_path, 
 
     forked_runs: list[int] = []
 
-    def spy(runs, progress=None):
-        got = real(runs, progress)
+    def spy(runs, progress=None, workers=None):
+        got = real(runs, progress, workers)
         forked_runs.append(len(runs) if got is not None else 0)
         return got
 

@@ -123,8 +123,11 @@ def start_of(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool, 
         return None if best is None else (best[0], Placement(((best[1], total),)))
     # 2. one group: every group's pod slots grow in ONE walk over the releases in time order
     # (a release adds its GPUs on each node of a group; a group stops growing once it has the
-    # slots, at that release's time). The earliest (time, group key) whose free GPUs then give
-    # a placement wins, so groups are fitted in that order and the first that fits is the best.
+    # slots, at that release's time). The earliest (time, group key) to have the slots wins:
+    # a group whose free GPUs give ``pods`` slots always has a placement (:func:`fit` fills
+    # the slots), so the walk stops once the releases of the first time any group gets there
+    # are counted (others may get there at that same time: the key breaks the tie), and no
+    # walk is needed when some group has the slots already.
     # A group that does not have the slots even after every release (free plus ``later`` GPUs
     # per node) never stops growing: it is left out of the walk (no walk if none is left).
     # A group's free plus later GPUs over ``gpus_per_pod`` bound its slots (a sum of floors
@@ -153,30 +156,32 @@ def start_of(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool, 
     if not groups:
         return None
     free = dict(free_of)  # grows with the releases; only nodes in ``group_of`` are read
-    when = [-math.inf if s >= pods else math.inf for s in slots]
-    growing = when.count(math.inf)
-    for t, _, on in mine.releases:
-        if not growing:
-            break
-        touched: list[int] = []
-        for n, g in on:
-            i = group_of.get(n)
-            if i is None or when[i] != math.inf:
-                continue
-            f = free[n]
-            slots[i] += (f + g) // gpus_per_pod - f // gpus_per_pod
-            free[n] = f + g
-            touched.append(i)
-        for i in touched:
-            if when[i] == math.inf and slots[i] >= pods:
-                when[i] = t
-                growing -= 1
-    for w, key, i in sorted((w, groups[i][0], i) for i, w in enumerate(when) if w < math.inf):
-        names = groups[i][1]
-        placement = fit(gpus_per_pod, pods, free, names, {key: names})
-        if placement is not None:
-            return w, placement
-    return None
+    ready = [i for i, s in enumerate(slots) if s >= pods]  # the groups with the slots
+    when = -math.inf
+    if not ready:
+        stopped = [False] * len(groups)  # has the slots (it grows no more after that release)
+        for t, _, on in mine.releases:
+            if ready and t != when:
+                break  # (every release of the first time with a winner is counted)
+            for n, g in on:
+                i = group_of.get(n)
+                if i is None or stopped[i]:
+                    continue
+                f = free[n]
+                slots[i] += (f + g) // gpus_per_pod - f // gpus_per_pod
+                free[n] = f + g
+                if slots[i] >= pods and i not in ready:
+                    ready.append(i)
+                    when = t
+            for i in ready:
+                stopped[i] = True
+        if not ready:  # (not reached: every group left in the walk gets there at the end)
+            return None
+    i = min(ready, key=lambda i: groups[i][0])
+    names = groups[i][1]
+    placement = fit(gpus_per_pod, pods, free, names, {groups[i][0]: names})
+    assert placement is not None  # (the group has the slots)
+    return when, placement
 
 
 def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,

@@ -186,13 +186,22 @@ def start_of(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool, 
 
 def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
                later: Mapping[str, int], avoid: frozenset[str] = frozenset(),
-               spare: Mapping[str, int] | None = None) -> tuple[int, Placement] | None:
+               spare: Mapping[str, int] | None = None,
+               group_later: Mapping[tuple[str, str], int] | None = None
+               ) -> tuple[int, Placement] | None:
     """Nodes to hold for a gang with no finite earliest start (see the module docstring):
     ``(GPUs short, placement)`` where ``later`` maps a node to the GPUs of running work the
     holder may preempt once its protection ends; None when no schedulable node set can ever
     hold the shape. Nodes in ``avoid`` (held or reserved for another workload) are not used.
     ``spare``: GPUs of unallocated work per node, counted as free in the "more GPUs free now"
-    tie-break (with ``policy.loans``: a loan on a held node then does not move the hold)."""
+    tie-break (with ``policy.loans``: a loan on a held node then does not move the hold).
+    ``group_later``: ``later`` summed per placement group, if the caller has it.
+
+    Groups are scored in order of a lower bound of the GPUs they are short, the gang's GPUs
+    less the group's free and ``later`` GPUs (however the gang's pods are spread, the chosen
+    nodes give no more; avoided nodes only give less), and the search stops at the first
+    group whose bound exceeds the best score's GPUs short: no later group can beat it.
+    The best score is the same whatever the order (the group's key ends it)."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement] | None = None
     free_of, node_of = pool.free, pool.nodes
@@ -216,8 +225,16 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
     if pods == 1:
         return None if best is None else (best[0][0], best[1])
     capacity, later_on = pool.layout.capacity, later.get
+    group_free = pool.group_free()
+    if group_later is None:
+        group_later = {key: sum(later_on(n, 0) for n in names)
+                       for c in clusters for key, names in pool.groups[c].items()}
     for c in clusters:
-        for key, names in sorted(pool.groups[c].items()):
+        for bound, key, names in sorted(
+                (total - group_free[key] - group_later.get(key, 0), key, names)
+                for key, names in pool.groups[c].items()):
+            if best is not None and bound > best[0][0]:
+                break  # (this group and every later one is short more GPUs than the best)
             if avoid:
                 names = [n for n in names if n not in avoid]
             # every node taking all the pods it can: enough when the group has exactly the pod
@@ -276,7 +293,8 @@ def reservation_for(holder: str, leaf: str, rank: int, charge: tuple[float, floa
         return Reservation(holder, leaf, rank, max(now, found[0]), found[1], charge=charge)
     later = mine.later
     spare = releases.eligible(frozenset()).later if loans else None  # unallocated, per node
-    hold = hold_nodes(gpus_per_pod, pods, clusters, pool, later, reserved, spare)
+    hold = hold_nodes(gpus_per_pod, pods, clusters, pool, later, reserved, spare,
+                      mine.group_later(pool.layout.group_of))
     if hold is None:
         return None
     short, placement = hold

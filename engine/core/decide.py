@@ -228,7 +228,8 @@ class _Pass:
         """What :meth:`run` keeps for the walk, before the first :meth:`step`."""
         self.memo = WalkMemos()  # its failures, until a preemption
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
-        self.near_of: list[int] = near_numbers()
+        # (without loans a turn reads no resumable flag: work alike but for it shares a number)
+        self.near_of: list[int] = near_numbers(self.policy.loans)
 
     def why_unshown(self, e: Entry) -> bool:
         """Kept off some nodes, does ``e``'s walk end ``reserved-out`` unless it is admitted, its

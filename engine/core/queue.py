@@ -98,9 +98,12 @@ class KnownEntries:
         # id -> [workload, parts (None: asks for no allocation), rank number, entry]
         self.remembered: dict[int, list] = {}
         self.numbers: dict[tuple, int] = {}  # Entry.alike -> Entry.same, while remembered
-        # Entry.same -> a number for its alike tuple without the min runtime (near_numbers)
+        # Entry.same -> a number for its alike tuple without the min runtime, and one without
+        # the resumable flag either (near_numbers)
         self.nears: list[int] = []
+        self.nears_any: list[int] = []
         self._near: dict[tuple, int] = {}
+        self._near_any: dict[tuple, int] = {}
         self.epoch = 0  # clears so far
         self.last: _Last | None = None  # the previous queue (build_queue)
 
@@ -111,7 +114,9 @@ class KnownEntries:
             self.remembered.clear()
             self.numbers.clear()  # (no entry made with the old numbers is kept)
             self.nears.clear()
+            self.nears_any.clear()
             self._near.clear()
+            self._near_any.clear()
             self.bounds = bounds
             self.epoch += 1
             self.last = None
@@ -124,15 +129,18 @@ class KnownEntries:
             found = self.numbers[alike] = len(self.numbers)
             near = (*alike[:5], *alike[6:])  # (Entry.alike's item 5 is the min runtime)
             self.nears.append(self._near.setdefault(near, len(self._near)))
+            self.nears_any.append(self._near_any.setdefault(alike[:5], len(self._near_any)))
         return found
 
 
-def near_numbers() -> list[int]:
+def near_numbers(resumable: bool = True) -> list[int]:
     """Per :attr:`Entry.same` of the entries :func:`build_queue` made, a number for its
     ``alike`` tuple without the min runtime: equal for work of one leaf, shape, debug flag and
-    resumable flag. (:meth:`engine.core.decide._Pass.run` uses it for the outcomes that depend on
-    the min runtime only through the reservations that keep a workload off their nodes.)"""
-    return _KNOWN.nears
+    resumable flag; with ``resumable`` False, equal whatever the resumable flag too.
+    (:meth:`engine.core.decide._Pass.run` uses it for the outcomes that depend on the min
+    runtime only through the reservations that keep a workload off their nodes; without
+    ``policy.loans`` a turn of the walk does not read the resumable flag.)"""
+    return _KNOWN.nears if resumable else _KNOWN.nears_any
 
 
 _KNOWN = KnownEntries()

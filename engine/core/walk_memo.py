@@ -14,7 +14,8 @@ with many min runtimes. Once no more reservations may be made, most of it ends i
 ``reserved-out`` before any victim search (the step's ``maxfail`` line), and that outcome
 depends on the min runtime only through :meth:`~engine.core.reservation.Holds.kept_off`,
 i.e. through how many timed reservations start before its protection ends. ``kept_out``
-keeps it per :func:`~engine.core.queue.near_numbers` (alike but for the min runtime) with
+keeps it per :func:`~engine.core.queue.near_numbers` (alike but for the min runtime and,
+without ``policy.loans``, the resumable flag, which a turn then does not read) with
 that count and the walk's state (admissions and reservations so far), and it holds while
 both are the same: in one state the free GPUs, the reservations and the projection are the
 same, a shape found not to fit stays so, and ``maxfail`` only lowers.

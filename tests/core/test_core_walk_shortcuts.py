@@ -105,7 +105,7 @@ def test_the_walk_s_memos_give_every_turn_the_outcome_of_its_own_step(monkeypatc
         p = decide_module._Pass(snapshot, config, now)
         entries, _ = build_queue(snapshot.pending, p.ranks, p.policy.debug)
         if nears is not None:
-            monkeypatch.setattr(decide_module, "near_numbers", lambda: nears)
+            monkeypatch.setattr(decide_module, "near_numbers", lambda resumable: nears)
         steps = 0
         step = p.step
 
@@ -123,22 +123,29 @@ def test_the_walk_s_memos_give_every_turn_the_outcome_of_its_own_step(monkeypatc
         monkeypatch.undo()
         return outcome, p.actions, [r.holder for r in p.holds.items], steps, entries
 
-    served = 0
+    from engine.core.queue import near_numbers
+
+    served = merged = 0
     worlds = [(_busy_world if seed % 2 else _walk_world)(random.Random(seed)) for seed in range(120)]
-    for seed, world in enumerate([*worlds, _loan_world()]):
+    no_loans = [_walk_world(random.Random(seed), loans=False) for seed in range(40)]
+    for seed, world in enumerate([*worlds, _loan_world(), *no_loans]):
         got, actions, holders, steps, entries = walk(*world, remember=True)
         want, want_actions, want_holders, _, _ = walk(*world, remember=False)
         assert got == want and actions == want_actions and holders == want_holders, seed
         # without sharing across min runtimes (every alike tuple its own near number)
         _, _, _, unshared, _ = walk(*world, remember=True, nears=list(range(10_000)))
         served += unshared - steps
+        if not world[1].policy.loans:  # shared across the resumable flag too: without, more steps
+            _, _, _, apart, _ = walk(*world, remember=True, nears=near_numbers(True))
+            merged += apart - steps
     assert served > 100  # turns the near memo answered
+    assert merged > 20  # of them, turns of work alike but for its resumable flag, without loans
 
 
-def _walk_world(rnd: random.Random):
+def _walk_world(rnd: random.Random, loans: bool = True):
     """Two clusters with a few GPUs free here and there, and a queue where each leaf's small
     jobs (admitted on them) come between its whole-node jobs of many min runtimes (kept off
-    the reservations), with loans (``_busy_world``: without)."""
+    the reservations), with loans unless told (``_busy_world``: without)."""
     from engine.core.types import Snapshot
     from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
 
@@ -156,7 +163,7 @@ def _walk_world(rnd: random.Random):
     usage = {leaf: float(rnd.choice([0, 20_000, 100_000])) for leaf in ("A1", "A2", "B1")}
     policy = Policy(clusters=(Cluster("c", "gpu", 6, 8, 2), Cluster("e", "gpu", 4, 8, 2)),
                     reservations=rnd.choice([1, 2]),
-                    reservation_share=1.0, loans=True)
+                    reservation_share=1.0, loans=loans)
     return Snapshot(nodes, tuple(running), tuple(pending), usage), Config(tree, policy), now
 
 

@@ -82,7 +82,9 @@ class VictimIndex:
         self._sorted: dict[tuple[str, int], _Sorted] = {}
         self._searches: dict[tuple, int] = {}  # (clusters, total) -> searches so far
         self._group_held: dict[object, int] = {}  # node group -> GPUs victims hold in it
-        self._slots: dict[tuple, list[tuple[int, list[str]]]] = {}  # room_below's bound
+        # room_below's bound per (cluster, GPUs per pod, kept-off nodes): [log position,
+        # [[slots, names] per group], node -> its group's row] (see _group_slots)
+        self._slots: dict[tuple, list] = {}
 
     def held_in(self, group: object, members: Sequence[str]) -> int:
         """GPUs alive victims hold on the nodes ``members`` of node group ``group`` (kept
@@ -160,21 +162,31 @@ class VictimIndex:
         return False
 
     def _group_slots(self, pool: Pool, cluster: str, gpus_per_pod: int, exclude: frozenset[str]
-                     ) -> list[tuple[int, list[str]]]:
-        """Per node group of ``cluster``: its pods of ``gpus_per_pod`` with every victim taken,
-        and its nodes not in ``exclude``; remembered while the free GPUs and the victims stay
-        (the pool's version and this index's log of changed nodes: a decision's every change
-        reaches both)."""
-        key = (pool.version, len(self._log), cluster, gpus_per_pod, exclude)
+                     ) -> list[list]:
+        """Per node group of ``cluster``: ``[pods of gpus_per_pod with every victim taken, its
+        nodes not in exclude]``, up to date with the free GPUs and the victims. Made once per
+        (cluster, GPUs per pod, kept-off nodes) in a pass; after that only the groups of the
+        nodes changed since (this index's log: every change to the pool's free GPUs and to
+        the victims, once the index exists, is logged) are summed again."""
+        key = (cluster, gpus_per_pod, exclude)
         found = self._slots.get(key)
+        free, held, log = pool.free, self.held, self._log
         if found is None:
-            free, held = pool.free, self.held
-            found = self._slots[key] = []
+            rows: list[list] = []
+            row_of: dict[str, list] = {}
             for members in pool.groups[cluster].values():
                 names = [n for n in members if n not in exclude]
-                found.append((sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]),
-                              names))
-        return found
+                row = [sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]), names]
+                rows.append(row)
+                for n in names:
+                    row_of[n] = row
+            found = self._slots[key] = [len(log), rows, row_of]
+        elif found[0] < len(log):
+            row_of = found[2]
+            for row in {id(r): r for n in log[found[0]:] if (r := row_of.get(n)) is not None}.values():
+                row[0] = sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in row[1]])
+            found[0] = len(log)
+        return found[1]
 
     def changed(self, node: str) -> None:
         """``node``'s free GPUs changed."""

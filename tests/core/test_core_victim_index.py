@@ -137,7 +137,10 @@ def test_search_over_the_index_matches_the_scan(monkeypatch, seed):
             scan = find_victims(gpp, pods, clusters, mirror, by_node, ok, exclude, held, debug_ok)
             assert fast == scan
             fresh = VictimIndex(alive)  # room with every victim ranked below: what the index
-            for rank in rnd.sample(range(6), 3):  # remembers per group gives the fresh answer
+            for c in clusters:  # remembers per group, kept up to date, is what a fresh one sums
+                assert index._group_slots(pool, c, gpp, exclude) == fresh._group_slots(
+                    pool, c, gpp, exclude)
+            for rank in rnd.sample(range(6), 3):  # and gives the fresh answer
                 for k in (1, 2, 3):
                     assert index.room_below(rank, gpp, k, clusters, pool, exclude) == \
                         fresh.room_below(rank, gpp, k, clusters, pool, exclude)

@@ -31,8 +31,10 @@ incrementally, so an instant with no idle GPU costs O(1), and otherwise O(idle n
 pending shapes). None of the following changes the answer: the fill is recomputed only when
 free GPUs or pending counts changed since the last one; the fill order of the shapes is kept
 until a shape appears or disappears; a shape whose pods are larger than any node's free GPUs
-is skipped at once; and the last shape of the fill only counts the pieces that fit (how many
-GPUs it takes does not depend on which nodes it takes when no shape comes after it).
+is skipped at once; the last shape of the fill only counts the pieces that fit (how many
+GPUs it takes does not depend on which nodes it takes when no shape comes after it); and
+within a fill, each cluster's nodes are listed once and each pod size's groups and their room
+are summed once until a shape takes GPUs (gangs of one pod size and many pod counts share them).
 """
 
 from __future__ import annotations
@@ -159,6 +161,12 @@ class IdleMeter:
         smallest = order[-1][0] * order[-1][1]
         last = len(order) - 1
         most = max(free.values(), default=0)  # no node has more free GPUs, now or later
+        # within one fill the nodes with free GPUs stay the same (their free GPUs only fall):
+        # each cluster's are listed once, and each pod size's groups and rooms are kept until
+        # a shape takes GPUs (``placed`` counts those)
+        by_cluster: dict[str | None, list[str]] = {}
+        rooms: dict[tuple[int, str | None], tuple[int, tuple]] = {}
+        placed = 0
         for i, shape in enumerate(order):
             gpp, pods, cluster = shape
             if self.idle - used < smallest:
@@ -167,13 +175,23 @@ class IdleMeter:
             if self.idle - used < total or gpp > most:
                 continue  # does not fit: uses no GPUs
             count = self.shapes[shape]
-            nodes = [n for n in free if cluster is None or self.cluster[n] == cluster]
+            nodes = by_cluster.get(cluster)
+            if nodes is None:
+                nodes = by_cluster[cluster] = (list(free) if cluster is None else
+                                               [n for n in free if self.cluster[n] == cluster])
             if pods == 1 and i == last:  # nothing fills after it: count the pieces only
                 used += total * min(count, sum(free[n] // total for n in nodes))
-            elif pods == 1 or len(nodes) == 0:
-                used += _fill_single(free, nodes, total, count)
+                continue
+            if pods == 1 or len(nodes) == 0:
+                took = _fill_single(free, nodes, total, count)
             else:
-                used += _fill_gang(free, nodes, self.group, gpp, pods, count, i == last)
+                kept = rooms.get((gpp, cluster))
+                if kept is None or kept[0] != placed:
+                    kept = rooms[(gpp, cluster)] = (placed, _group_rooms(free, nodes, self.group, gpp))
+                took = _fill_gang(free, kept[1], gpp, pods, count, i == last)
+            if took:
+                used += took
+                placed += 1
         return used
 
     def reset(self) -> None:
@@ -199,15 +217,11 @@ def _fill_single(free: dict[str, int], nodes: list[str], g: int, count: int) -> 
     return used
 
 
-def _fill_gang(free: dict[str, int], nodes: list[str], group: Mapping[str, str], gpp: int,
-               pods: int, count: int, count_only: bool = False) -> int:
-    """Place up to ``count`` gangs of ``pods`` x ``gpp`` GPUs, each inside one group (groups
-    in name order, a gang's pods on the group's nodes with the most free GPUs first).
-
-    A group's *room* is how many pods of ``gpp`` GPUs its free GPUs hold (the sum of
-    ``free // gpp``); a gang takes exactly ``pods`` of them, so a group holds ``room // pods``
-    gangs whichever nodes they land on. ``count_only`` (no fill comes after this one): count
-    the gangs, leave ``free`` as it is."""
+def _group_rooms(free: Mapping[str, int], nodes: list[str], group: Mapping[str, str],
+                 gpp: int) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+    """The groups of ``nodes`` in name order, with their nodes having ``gpp`` GPUs free and
+    each group's *room*: how many pods of ``gpp`` GPUs its free GPUs hold (the sum of
+    ``free // gpp``)."""
     groups: dict[str, list[str]] = {}
     rooms: dict[str, int] = {}
     for n in nodes:
@@ -220,8 +234,21 @@ def _fill_gang(free: dict[str, int], nodes: list[str], group: Mapping[str, str],
             else:
                 groups[g] = [n]
                 rooms[g] = f // gpp
+    return sorted(groups), groups, rooms
+
+
+def _fill_gang(free: dict[str, int], grouped: tuple[list[str], dict[str, list[str]], dict[str, int]],
+               gpp: int, pods: int, count: int, count_only: bool = False) -> int:
+    """Place up to ``count`` gangs of ``pods`` x ``gpp`` GPUs, each inside one group (groups
+    in name order, a gang's pods on the group's nodes with the most free GPUs first), given
+    the groups and rooms of :func:`_group_rooms` for the current ``free``.
+
+    A gang takes exactly ``pods`` of a group's room, so a group holds ``room // pods`` gangs
+    whichever nodes they land on. ``count_only`` (no fill comes after this one): count the
+    gangs, leave ``free`` as it is."""
+    keys, groups, rooms = grouped
     used = 0
-    for key in sorted(groups):
+    for key in keys:
         room = rooms[key]
         if room < pods:
             continue

@@ -66,22 +66,25 @@ def fit(gpus_per_pod: int, pods: int, free: Mapping[str, int], names: Sequence[s
 
 
 def _fill(slots: list[tuple[int, str]], pods: int) -> list[tuple[str, int]]:
-    """Pods per node: largest nodes first, the remainder on the smallest node that holds it."""
+    """Pods per node: largest nodes first, the remainder on the smallest node that holds it
+    (``slots`` hold at least ``pods``)."""
     avail = sorted((s for s in slots if s[0] > 0), key=lambda s: (-s[0], s[1]))
     chosen: list[tuple[str, int]] = []
     remaining = pods
     i = 0
-    while remaining > 0:
-        rest = avail[i:]
-        fitting = [s for s in rest if s[0] >= remaining]
-        if fitting:
-            s, n = min(fitting, key=lambda x: (x[0], x[1]))
-            chosen.append((n, remaining))
-            return chosen
+    while avail[i][0] < remaining:  # (no node from here on holds the rest: take the largest)
         s, n = avail[i]
         chosen.append((n, s))
         remaining -= s
         i += 1
+    # the nodes from i on that hold the rest come first (most slots first, then by name): the
+    # smallest of them is the last one's slots, and the first node with those slots by name
+    j = i
+    while j + 1 < len(avail) and avail[j + 1][0] >= remaining:
+        j += 1
+    while j > i and avail[j - 1][0] == avail[j][0]:
+        j -= 1
+    chosen.append((avail[j][1], remaining))
     return chosen
 
 
@@ -180,8 +183,10 @@ class Pool:
                 free[n] = f if f > 0 else 0
         self.cluster_free = {c: sum(map(free.__getitem__, ns)) for c, ns in self.clusters.items()}
         self.version = 0  # changes whenever free GPUs do (callers key caches on it)
-        self._group_free: tuple[int, dict[GroupKey, int]] = (-1, {})
-        self._max_free: dict[str, tuple[int, int]] = {}  # cluster -> (version, most free on a node)
+        # free GPUs per placement group and the most free on one node per cluster, each made on
+        # first use and then kept up to date by take and give
+        self._group_free: dict[GroupKey, int] | None = None
+        self._max_free: dict[str, int] = {}  # (a cluster whose node with most free took GPUs: left out)
 
     def cluster_names(self, cluster: str | None) -> tuple[str, ...]:
         """Clusters a workload may use: the one it names, or every cluster (name order)."""
@@ -212,35 +217,46 @@ class Pool:
         return None if best is None else best[1]
 
     def most_free(self, cluster: str) -> int:
-        """The most free GPUs on one node of ``cluster`` (remembered while free GPUs stay the
-        same; a walk's failed placements ask it many times between two admissions)."""
-        hit = self._max_free.get(cluster)
-        if hit is None or hit[0] != self.version:
-            hit = self._max_free[cluster] = (
-                self.version, max(map(self.free.__getitem__, self.clusters[cluster]), default=0))
-        return hit[1]
+        """The most free GPUs on one node of ``cluster`` (a walk's failed placements ask it many
+        times between two admissions: kept, and dropped only when a node with that many takes
+        GPUs)."""
+        found = self._max_free.get(cluster)
+        if found is None:
+            found = self._max_free[cluster] = max(map(self.free.__getitem__, self.clusters[cluster]),
+                                                  default=0)
+        return found
 
     def group_free(self) -> dict[GroupKey, int]:
-        """Free GPUs per placement group (remembered while free GPUs stay the same)."""
-        if self._group_free[0] != self.version:
+        """Free GPUs per placement group (read-only for the caller)."""
+        if self._group_free is None:
             get = self.free.__getitem__
-            self._group_free = (self.version, {key: sum(map(get, names))
-                                               for groups in self.groups.values()
-                                               for key, names in groups.items()})
-        return self._group_free[1]
+            self._group_free = {key: sum(map(get, names)) for groups in self.groups.values()
+                                for key, names in groups.items()}
+        return self._group_free
 
     def take(self, placement: Placement) -> None:
         self.version += 1
+        free, most, groups = self.free, self._max_free, self._group_free
         for n, g in placement.assignments:
-            self.free[n] -= g
-            self.cluster_free[self.nodes[n].cluster] -= g
+            c = self.nodes[n].cluster
+            if most.get(c) == free[n]:
+                del most[c]
+            free[n] -= g
+            self.cluster_free[c] -= g
+            if groups is not None:
+                groups[self.layout.group_of[n]] -= g
 
     def give(self, node: str, gpus: int) -> None:
         """Return ``gpus`` on ``node`` to the pool (ignored for nodes that take no work)."""
         if node in self.nodes:
             self.version += 1
-            self.free[node] += gpus
-            self.cluster_free[self.nodes[node].cluster] += gpus
+            c = self.nodes[node].cluster
+            f = self.free[node] = self.free[node] + gpus
+            self.cluster_free[c] += gpus
+            if c in self._max_free and f > self._max_free[c]:
+                self._max_free[c] = f
+            if self._group_free is not None:
+                self._group_free[self.layout.group_of[node]] += gpus
 
 
 def never_fits(pool: "Pool", gang_in_one_domain: bool, c: Contract) -> str | None:

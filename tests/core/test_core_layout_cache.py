@@ -7,6 +7,8 @@
   node, normalised sibling shares) equal their definitions, and caching them leaves the
   tree's equality and repr alone; likewise ``Placement.nodes/gpus`` and ``Contract.gpus/
   allocated``.
+* A gang's pods spread inside a group (``placement._fill``: largest nodes first, the rest on
+  the smallest node that holds it) as the plain search of every fitting node would.
 * ``earliest_start`` (one walk over the releases for every group) and ``hold_nodes`` (no
   greedy sort when a group has exactly the pod slots needed) equal the direct per-group
   searches they replace, on random multi-cluster pools.
@@ -26,7 +28,7 @@ import random
 import engine.core.decide as decide_module
 import engine.core.queue as queue_module
 from engine.core.decide import decide
-from engine.core.placement import Layout, Layouts, Pool, fit
+from engine.core.placement import Layout, Layouts, Pool, _fill, fit
 from engine.core.queue import KnownEntries, build_queue
 from engine.core.reservation import earliest_start, hold_nodes
 from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload
@@ -334,3 +336,29 @@ def test_split_by_the_queues_shapes_is_the_split_entry_by_entry():
             assert kept == expected_kept and rejects == expected_rejects, step
         rejected += len(expected_rejects)
     assert rejected > 50  # (some shapes never fit some layouts)
+
+
+def _fill_direct(slots, pods):
+    """Pods per node as first written: at each step every later node is tried for the rest."""
+    avail = sorted((s for s in slots if s[0] > 0), key=lambda s: (-s[0], s[1]))
+    chosen, remaining, i = [], pods, 0
+    while remaining > 0:
+        fitting = [s for s in avail[i:] if s[0] >= remaining]
+        if fitting:
+            s, n = min(fitting)
+            return chosen + [(n, remaining)]
+        s, n = avail[i]
+        chosen.append((n, s))
+        remaining -= s
+        i += 1
+    return chosen
+
+
+def test_a_gang_s_pods_spread_as_the_plain_search_spreads_them():
+    rnd = random.Random(5)
+    for _ in range(5000):
+        slots = [(rnd.randint(0, 4), f"n{j}") for j in rnd.sample(range(20), rnd.randint(1, 10))]
+        have = sum(s for s, _ in slots)
+        if have:
+            pods = rnd.randint(1, have)
+            assert _fill(slots, pods) == _fill_direct(slots, pods), (slots, pods)

@@ -144,20 +144,26 @@ def test_whole_rates_summed_per_leaf_equal_one_by_one():
         assert [lazy.protected_under(n) for n in NODES] == [one.protected_under(n) for n in NODES]
 
 
-def test_group_free_follows_the_pool():
+def test_group_free_and_most_free_follow_the_pool():
     rnd = random.Random(9)
     nodes, running = _world(rnd)
     pool = Pool(nodes, {n: g for r in running for n, g in r.placement.assignments}, True)
-    for _ in range(20):
+    for _ in range(200):
         version = pool.version
-        expected = {key: sum(pool.free[n] for n in names)
-                    for groups in pool.groups.values() for key, names in groups.items()}
-        assert pool.group_free() == expected
+        if rnd.random() < 0.7:  # (asked or not between changes: kept up to date or made afresh)
+            expected = {key: sum(pool.free[n] for n in names)
+                        for groups in pool.groups.values() for key, names in groups.items()}
+            assert pool.group_free() == expected
+            for c, names in pool.clusters.items():
+                assert pool.most_free(c) == max(pool.free[n] for n in names)
         n = rnd.choice(nodes).name
+        if n not in pool.nodes:
+            pool.give(n, 1)  # (a node that takes no work: ignored)
+            continue
         if pool.free[n] > 0 and rnd.random() < 0.5:
-            pool.take(Placement(((n, 1),)))
+            pool.take(Placement(((n, rnd.randint(1, pool.free[n])),)))
         else:
-            pool.give(n, 1)
+            pool.give(n, rnd.randint(1, 3))
         assert pool.version != version
     assert not math.isnan(sum(pool.group_free().values()))
 

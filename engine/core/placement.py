@@ -24,7 +24,8 @@ decision; it is mutated as the decision admits and preempts work.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from bisect import insort
+from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from engine.core.explain import shape_text
 from engine.core.queue import Entry
@@ -48,10 +49,24 @@ def fit(gpus_per_pod: int, pods: int, free: Mapping[str, int], names: Sequence[s
         return Placement(((best[1], total),))
     if pods == 1:
         return None
-    allowed = set(names)
+    return fit_groups(gpus_per_pod, pods, free, groups, allowed=set(names))
+
+
+def fit_groups(gpus_per_pod: int, pods: int, free: Mapping[str, int],
+               groups: Mapping[GroupKey, Sequence[str]], allowed: AbstractSet[str] | None = None,
+               exclude: AbstractSet[str] = frozenset()) -> Placement | None:
+    """:func:`fit`'s placement of a multi-node gang inside one of ``groups``, on the nodes in
+    ``allowed`` (None: all) not in ``exclude``: the group with fewest nodes used, then least
+    free GPUs left over, then name."""
+    total = gpus_per_pod * pods
     choice: tuple[tuple, list[tuple[str, int]]] | None = None
     for key in sorted(groups):
-        slots = [(free[n] // gpus_per_pod, n) for n in groups[key] if n in allowed]
+        if allowed is not None:
+            slots = [(free[n] // gpus_per_pod, n) for n in groups[key] if n in allowed]
+        elif exclude:
+            slots = [(free[n] // gpus_per_pod, n) for n in groups[key] if n not in exclude]
+        else:
+            slots = [(free[n] // gpus_per_pod, n) for n in groups[key]]
         have = sum(s for s, _ in slots)
         if have < pods:
             continue
@@ -187,6 +202,8 @@ class Pool:
         # first use and then kept up to date by take and give
         self._group_free: dict[GroupKey, int] | None = None
         self._max_free: dict[str, int] = {}  # (a cluster whose node with most free took GPUs: left out)
+        # cluster -> free GPUs -> its nodes with that many free (none for 0), by name: best_node
+        self._by_free: dict[str, dict[int, list[str]]] = {}
 
     def cluster_names(self, cluster: str | None) -> tuple[str, ...]:
         """Clusters a workload may use: the one it names, or every cluster (name order)."""
@@ -205,10 +222,20 @@ class Pool:
         total = gpus_per_pod * pods
         best: tuple[tuple, Placement] | None = None
         for c in self.cluster_names(cluster):
-            if self.cluster_free[c] < total or self.most_free(c) < gpus_per_pod:
+            if self.cluster_free[c] < total:
                 continue
-            names = [n for n in self.clusters[c] if n not in exclude] if exclude else self.clusters[c]
-            found = fit(gpus_per_pod, pods, self.free, names, self.groups[c])
+            most = self.most_free(c)
+            if most < gpus_per_pod:
+                continue
+            # :func:`fit` on the cluster's nodes not in ``exclude``: one node first (the best
+            # fit, from the nodes kept by free GPUs), else one group
+            found = None
+            if most >= total:
+                node = self.best_node(c, total, exclude)
+                if node is not None:
+                    found = Placement(((node, total),))
+            if found is None and pods > 1:
+                found = fit_groups(gpus_per_pod, pods, self.free, self.groups[c], exclude=exclude)
             if found is not None:
                 # across clusters: fewest nodes, then least free GPUs left on the chosen nodes
                 score = (len(found.assignments), sum(self.free[n] for n in found.nodes) - total, c)
@@ -226,6 +253,38 @@ class Pool:
                                                   default=0)
         return found
 
+    def best_node(self, cluster: str, total: int, exclude: AbstractSet[str] = frozenset()
+                  ) -> str | None:
+        """The node of ``cluster`` not in ``exclude`` with the fewest free GPUs that are at
+        least ``total`` (ties by name): :func:`fit`'s one-node placement, from the nodes kept
+        by free GPUs (made on first use, then kept up to date by take and give)."""
+        by_free = self._by_free.get(cluster)
+        if by_free is None:
+            by_free = self._by_free[cluster] = {}
+            free = self.free
+            for n in self.clusters[cluster]:  # (in name order)
+                if free[n] > 0:
+                    by_free.setdefault(free[n], []).append(n)
+        for f in sorted(by_free):
+            if f >= total:
+                for n in by_free[f]:
+                    if n not in exclude:
+                        return n
+        return None
+
+    def _moved(self, cluster: str, node: str, old: int, new: int) -> None:
+        """``node``'s free GPUs went from ``old`` to ``new``: its place in :meth:`best_node`'s lists."""
+        by_free = self._by_free.get(cluster)
+        if by_free is None:
+            return
+        if old > 0:
+            names = by_free[old]
+            names.remove(node)
+            if not names:
+                del by_free[old]
+        if new > 0:
+            insort(by_free.setdefault(new, []), node)
+
     def group_free(self) -> dict[GroupKey, int]:
         """Free GPUs per placement group (read-only for the caller)."""
         if self._group_free is None:
@@ -241,6 +300,7 @@ class Pool:
             c = self.nodes[n].cluster
             if most.get(c) == free[n]:
                 del most[c]
+            self._moved(c, n, free[n], free[n] - g)
             free[n] -= g
             self.cluster_free[c] -= g
             if groups is not None:
@@ -251,6 +311,7 @@ class Pool:
         if node in self.nodes:
             self.version += 1
             c = self.nodes[node].cluster
+            self._moved(c, node, self.free[node], self.free[node] + gpus)
             f = self.free[node] = self.free[node] + gpus
             self.cluster_free[c] += gpus
             if c in self._max_free and f > self._max_free[c]:

@@ -144,7 +144,7 @@ def test_whole_rates_summed_per_leaf_equal_one_by_one():
         assert [lazy.protected_under(n) for n in NODES] == [one.protected_under(n) for n in NODES]
 
 
-def test_group_free_and_most_free_follow_the_pool():
+def test_group_free_most_free_and_best_node_follow_the_pool():
     rnd = random.Random(9)
     nodes, running = _world(rnd)
     pool = Pool(nodes, {n: g for r in running for n, g in r.placement.assignments}, True)
@@ -156,6 +156,10 @@ def test_group_free_and_most_free_follow_the_pool():
             assert pool.group_free() == expected
             for c, names in pool.clusters.items():
                 assert pool.most_free(c) == max(pool.free[n] for n in names)
+                total = rnd.randint(1, 8)
+                exclude = frozenset(rnd.sample(names, rnd.randint(0, len(names))))
+                fits = [(pool.free[n], n) for n in names if pool.free[n] >= total and n not in exclude]
+                assert pool.best_node(c, total, exclude) == (min(fits)[1] if fits else None)
         n = rnd.choice(nodes).name
         if n not in pool.nodes:
             pool.give(n, 1)  # (a node that takes no work: ignored)

@@ -83,7 +83,7 @@ class VictimIndex:
         self._searches: dict[tuple, int] = {}  # (clusters, total) -> searches so far
         self._group_held: dict[object, int] = {}  # node group -> GPUs victims hold in it
         # room_below's bound per (cluster, GPUs per pod, kept-off nodes): [log position,
-        # [[slots, names] per group], node -> its group's row] (see _group_slots)
+        # [[slots, names] per group], group -> its row] (see _group_slots)
         self._slots: dict[tuple, list] = {}
 
     def held_in(self, group: object, members: Sequence[str]) -> int:
@@ -172,19 +172,17 @@ class VictimIndex:
         found = self._slots.get(key)
         free, held, log = pool.free, self.held, self._log
         if found is None:
-            rows: list[list] = []
-            row_of: dict[str, list] = {}
-            for members in pool.groups[cluster].values():
+            rows: dict[tuple | None, list] = {}  # (None: the group of no schedulable node)
+            for key_, members in pool.groups[cluster].items():
                 names = [n for n in members if n not in exclude]
-                row = [sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]), names]
-                rows.append(row)
-                for n in names:
-                    row_of[n] = row
-            found = self._slots[key] = [len(log), rows, row_of]
+                rows[key_] = [sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]), names]
+            found = self._slots[key] = [len(log), list(rows.values()), rows]
         elif found[0] < len(log):
-            row_of = found[2]
-            for row in {id(r): r for n in log[found[0]:] if (r := row_of.get(n)) is not None}.values():
-                row[0] = sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in row[1]])
+            rows, group_of = found[2], pool.layout.group_of
+            for changed in {group_of.get(n) for n in log[found[0]:]}:
+                row = rows.get(changed)
+                if row is not None:
+                    row[0] = sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in row[1]])
             found[0] = len(log)
         return found[1]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import Literal, Mapping, Union
+from typing import Literal, Mapping, NamedTuple, Union
 
 
 @dataclass(frozen=True)
@@ -177,11 +177,12 @@ Action = Union[Admit, Preempt, Reject, Cordon, MarkDrained]
 # ---------------------------------------------------------------------------- explanation
 
 
-@dataclass(frozen=True)
-class LevelFactor:
+class LevelFactor(NamedTuple):
     """One level of a leaf's path in the Fair Tree: the node, its share of its siblings
     (normalised), its usage as a fraction of its parent's usage, and the level fair-share
-    value ``share / usage`` that ordered it among its siblings (``inf`` for zero usage)."""
+    value ``share / usage`` that ordered it among its siblings (``inf`` for zero usage).
+    (Immutable like the dataclasses here; a named tuple because every decision makes one
+    per tree node, and one costs less to make.)"""
 
     node: str
     share: float
@@ -189,11 +190,11 @@ class LevelFactor:
     fairshare: float
 
 
-@dataclass(frozen=True)
-class LeafRank:
+class LeafRank(NamedTuple):
     """Where a leaf stands: ``rank`` 1 is served first. ``usage`` is its charged GPU-seconds in
     the window; ``share`` its effective share (0..1); ``metric`` its usage fraction over its
-    effective share (1.0 = exactly on budget, 0 = unused, above 1 = over-used)."""
+    effective share (1.0 = exactly on budget, 0 = unused, above 1 = over-used). (A named
+    tuple, as :class:`LevelFactor`: one per leaf per decision.)"""
 
     leaf: str
     rank: int

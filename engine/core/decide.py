@@ -202,15 +202,15 @@ class _Pass:
         outcome: list[tuple[str, object, int]] = []
         add = outcome.append
         self.start_walk()
-        seen: dict[int, tuple[int, tuple[str, object, int]]] = {}
+        seen: dict[int, tuple[str, object, int]] = {}  # outcomes in the current state
         near_of = self.near_of
         state, step, get, get_out = self.state, self.step, seen.get, self.memo.kept_out.get
         starting = self.holds.starting_before_end
         for e in entries:
             key = e.same  # (Entry.alike's number; a loan depends on the resumable flag too)
             hit = get(key)
-            if hit is not None and hit[0] == state:
-                add(hit[1])
+            if hit is not None:
+                add(hit)
                 continue
             out = get_out(near_of[key])
             if out is not None and out[0] == state and out[1] == starting(e):
@@ -219,9 +219,10 @@ class _Pass:
                 got = step(e)
             add(got)
             if self.state == state:
-                seen[key] = (state, got)
+                seen[key] = got
             else:
                 state = self.state
+                seen.clear()
         return outcome
 
     def start_walk(self) -> None:

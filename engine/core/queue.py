@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from itertools import compress, count, islice
+from itertools import chain, compress, count, islice
 from operator import is_not, itemgetter
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from engine.core.types import Contract, LeafRank, Workload
 from engine.model import DebugRule
@@ -267,9 +267,14 @@ def _aligned(old: Sequence[object], new: Sequence[object], limit: int, window: i
     came: list = []
     i = j = 0
     n_old, n_new = len(old), len(new)
+    # iterators at old[i] and new[j], kept from one difference to the next (so the items
+    # before are not skipped again): an item read at a difference but still to compare
+    # is put back in front (chain), the items passed over are consumed (islice)
+    at_old: Iterator = iter(old)
+    at_new: Iterator = iter(new)
     while True:
-        # the first k with old[i + k] not new[j + k] (a C loop)
-        k = next(compress(count(), map(is_not, islice(old, i, None), islice(new, j, None))), None)
+        # the first k with old[i + k] not new[j + k] (a C loop; both items of it are read)
+        k = next(compress(count(), map(is_not, at_old, at_new)), None)
         if k is None:  # the shorter one ended: the rest of the longer one differs
             m = min(n_old - i, n_new - j)
             out.extend(old[i + m:])
@@ -281,10 +286,14 @@ def _aligned(old: Sequence[object], new: Sequence[object], limit: int, window: i
             if i + d < n_old and old[i + d] is b:
                 out.extend(old[i:i + d])
                 i += d
+                next(islice(at_old, d - 1, d - 1), None)  # (to old[i]; new[j] still to compare)
+                at_new = chain((b,), at_new)
                 break
             if j + d < n_new and new[j + d] is a:
                 came.extend(new[j:j + d])
                 j += d
+                next(islice(at_new, d - 1, d - 1), None)
+                at_old = chain((a,), at_old)
                 break
         else:
             out.append(a)

@@ -323,3 +323,31 @@ def test_the_difference_of_two_queues_found_in_order_is_the_difference_of_their_
         assert gone == set(map(id, old)) - set(map(id, new)), step
         assert came_ids == set(map(id, new)) - set(map(id, old)), step
         assert came == [o for o in new if id(o) in came_ids], step  # in the order given
+
+
+def test_aligned_lists_every_difference_of_two_sequences():
+    """``queue._aligned``: the items of ``old`` it does not list as taken out are, in order,
+    the items of ``new`` it does not list as put in (by identity), however the edits fall."""
+    from engine.core.queue import _aligned
+
+    rnd = random.Random(13)
+    found = 0
+    for _ in range(3000):
+        old = [object() for _ in range(rnd.randint(0, 60))]
+        new = list(old)
+        for _ in range(rnd.choice([0, 1, 2, 5, 12])):
+            what = rnd.random()
+            if what < 0.4 and new:
+                del new[rnd.randrange(len(new))]
+            elif what < 0.8:
+                new.insert(rnd.randint(0, len(new)), object())
+            elif new:  # moved
+                new.insert(rnd.randint(0, len(new)), new.pop(rnd.randrange(len(new))))
+        got = _aligned(tuple(old), tuple(new), 16, window=rnd.choice([1, 2, 8]))
+        if got is None:
+            continue
+        found += 1
+        out, came = ({id(x) for x in side} for side in got)
+        assert [x for x in old if id(x) not in out] == [x for x in new if id(x) not in came]
+        assert len(got[0]) + len(got[1]) <= 16
+    assert found > 2000

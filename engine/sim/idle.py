@@ -177,8 +177,8 @@ class IdleMeter:
             count = self.shapes[shape]
             nodes = by_cluster.get(cluster)
             if nodes is None:
-                nodes = by_cluster[cluster] = (list(free) if cluster is None else
-                                               [n for n in free if self.cluster[n] == cluster])
+                nodes = by_cluster[cluster] = (sorted(free) if cluster is None else  # (by name)
+                                               sorted(n for n in free if self.cluster[n] == cluster))
             if pods == 1 and i == last:  # nothing fills after it: count the pieces only
                 used += total * min(count, sum(free[n] // total for n in nodes))
                 continue
@@ -203,9 +203,11 @@ class IdleMeter:
 
 
 def _fill_single(free: dict[str, int], nodes: list[str], g: int, count: int) -> int:
-    """Place up to ``count`` single-node pieces of ``g`` GPUs, best fit; GPUs used."""
+    """Place up to ``count`` single-node pieces of ``g`` GPUs, best fit (fewest free GPUs
+    first, then name: ``nodes`` come in name order and the sort keeps it among equals);
+    GPUs used."""
     used = 0
-    for n in sorted(nodes, key=lambda n: (free[n], n)):
+    for n in sorted(nodes, key=free.__getitem__):
         if count == 0:
             break
         f = free[n]

@@ -60,3 +60,28 @@ def test_add_all_moves_the_version():
     before = p.version
     p.add_all([("A1", 1.0, 60.0)])
     assert p.version != before
+
+
+def test_certain_charges_are_the_plain_left_to_right_sums():
+    """``behind(m)[node]``: ``0.0 + rate x min(seconds, m)`` of each protected run under the
+    node, added in the order the runs came, to the last bit (a node summed on lookup, or kept
+    up to date by later runs)."""
+    import math
+
+    for seed in range(40):
+        charges = _charges(seed) + [(LEAVES[0], 0.1, 1e-3), (LEAVES[1], 3.3, 7.77e5)]
+        rnd = random.Random(seed)
+        p = Projection(TREE)
+        early = [m for m in HORIZONS + [math.inf] if rnd.random() < 0.5]
+        for i, c in enumerate(charges):
+            p.add(*c)
+            if i == len(charges) // 2:
+                for m in early:  # summed now: the later runs are added to these sums
+                    p.behind(m)[rnd.choice(NODES)]
+        for m in HORIZONS + [math.inf]:
+            for n in NODES:
+                want = 0.0
+                for leaf, rate, seconds in charges:
+                    if seconds > 0 and n in TREE.path(leaf):
+                        want = want + rate * min(seconds, m)
+                assert p.behind(m).get(n) == (want if n in p.rate else 0.0), (seed, m, n)

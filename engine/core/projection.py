@@ -61,7 +61,7 @@ class Projection:
         self.rate: dict[str, float] = {}
         self.protected: list[tuple[tuple[str, ...], float, float]] = []  # (path, rate, seconds)
         self._certain: dict[float, _Certain] = {}
-        self._runs = _Runs(self.paths)  # the protected runs, gathered per node on request
+        self._runs = _Runs(tree.leaves_under())  # the protected runs, gathered per node on request
         self.version = 0
 
     def _path(self, leaf: str) -> tuple[str, ...]:
@@ -154,10 +154,10 @@ class _Runs:
     counting when the decision ends; a cycle would leave it, and every ``m``'s sums, to the
     cycle collector, which then ran several times a pass."""
 
-    __slots__ = ("paths", "by_leaf", "spans", "under")
+    __slots__ = ("leaves_under", "by_leaf", "spans", "under")
 
-    def __init__(self, paths: dict[str, tuple[str, ...]]):
-        self.paths = paths  # the projection's leaf -> path
+    def __init__(self, leaves_under: Mapping[str, tuple[str, ...]]):
+        self.leaves_under = leaves_under  # the tree's node -> its leaves
         self.by_leaf: dict[str, list[int]] = {}  # charged leaf -> its indices in ``protected``
         self.spans: list[tuple[float, float]] = []  # (rate, seconds) of each protected run
         self.under: dict[str, list[tuple[float, float]]] = {}  # node -> its gathered runs
@@ -165,7 +165,8 @@ class _Runs:
     def under_node(self, node: str) -> list[tuple[float, float]]:
         found = self.under.get(node)
         if found is None:
-            lists = [runs for leaf, runs in self.by_leaf.items() if node in self.paths[leaf]]
+            by_leaf = self.by_leaf
+            lists = [by_leaf[leaf] for leaf in self.leaves_under.get(node, ()) if leaf in by_leaf]
             if len(lists) == 1:
                 order = lists[0]
             else:  # merged back into the order of addition

@@ -65,11 +65,12 @@ def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
     (higher first), then share (higher first), then usage, then name (unique)."""
     parent_usage = used[parent]
     keyed = []
+    new = tuple.__new__  # (a LevelFactor without the named tuple's Python-level __new__)
     for k, s in zip(tree.children(parent), tree.sibling_shares(parent)):  # S: normalised share
         usage = used[k]
         u = usage / parent_usage if parent_usage > 0 else 0.0
-        f = level_fairshare(s, u)
-        keyed.append(((-f, -s, usage, k), LevelFactor(k, s, u, f)))
+        f = 0.0 if s <= 0.0 else math.inf if u <= 0.0 else s / u  # (level_fairshare, inline)
+        keyed.append(((-f, -s, usage, k), new(LevelFactor, (k, s, u, f))))
     keyed.sort(key=itemgetter(0))
     return keyed
 
@@ -82,6 +83,7 @@ def rank_leaves(tree: BudgetTree, usage: Mapping[str, float],
         used = rollup_usage(tree, usage)
     total = used[tree.root]
     ranks: dict[str, LeafRank] = {}
+    new = tuple.__new__  # (a LeafRank without the named tuple's Python-level __new__)
     # depth-first walk; the stack carries the chain of LevelFactors from the top down
     stack: list[tuple[str, tuple[LevelFactor, ...]]] = [(tree.root, ())]
     while stack:
@@ -93,7 +95,7 @@ def rank_leaves(tree: BudgetTree, usage: Mapping[str, float],
                 metric = fraction / share
             else:
                 metric = math.inf if fraction > 0 else 0.0
-            ranks[name] = LeafRank(name, len(ranks) + 1, used[name], share, metric, levels)
+            ranks[name] = new(LeafRank, (name, len(ranks) + 1, used[name], share, metric, levels))
             continue
         for _, factor in reversed(_sibling_factors(tree, name, used)):
             stack.append((factor.node, levels + (factor,)))

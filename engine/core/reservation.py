@@ -322,7 +322,7 @@ class Holds:
         self._capacity, self._rules, self._proj, self._now = capacity, rules, proj, now
         self._kept: dict[tuple, tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]] = {}
         # the earliest starts of the timed reservations so far, ascending (the others are
-        # drain holds; see _kept_off)
+        # drain holds; see kept_off)
         self._untils: list[float] = []
 
     def may_add(self) -> bool:
@@ -361,27 +361,28 @@ class Holds:
 
     def starting_before_end(self, e: Entry) -> int:
         """How many timed reservations start before ``e``'s protection would end (the only way
-        its min runtime enters :meth:`kept_off`; see ``_kept_off``)."""
-        return bisect_left(self._untils, self._now + e.workload.contract.min_runtime_s)
+        its min runtime enters :meth:`kept_off`)."""
+        untils = self._untils
+        return bisect_left(untils, self._now + e.workload.contract.min_runtime_s) if untils else 0
 
     def kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
         """The reserved nodes ``e`` may not use now, and each reservation that keeps it off
         them with :meth:`blocker`'s why (for its status as it stands at ``e``'s turn: later
         admissions move the projection)."""
-        return self._kept_off(e) if e.leaf is not None else NOT_KEPT
-
-    def _kept_off(self, e: Entry) -> tuple[frozenset[str], tuple[tuple[Reservation, str], ...]]:
         # (``e`` funded) the answer depends on the leaf (and so its rank), the reservations so
         # far, the anti-ping-pong projection and, through the min runtime, only on which timed
         # reservations would start before ``e``'s protection ends (:meth:`blocker`'s
         # ``protected``): those whose start is below ``now + min runtime``, the first ``k`` of
         # them in start order, ``k`` found by bisection (``now + min runtime`` grows with the
-        # min runtime, so no other set is possible). Remembered per pass under exactly that key,
-        # so work of one leaf with many different min runtimes shares a few answers; while
-        # every reservation is a drain hold, on the reservations alone (a hold keeps off all
-        # funded work, whatever its leaf and min runtime)
-        key = ((e.leaf, self.starting_before_end(e), len(self.items), self._proj.version)
-               if self._untils else (len(self.items),))
+        # min runtime, so no other set is possible; :meth:`starting_before_end`, inline).
+        # Remembered per pass under exactly that key, so work of one leaf with many different
+        # min runtimes shares a few answers; while every reservation is a drain hold, on the
+        # reservations alone (a hold keeps off all funded work, whatever its leaf and min runtime)
+        if e.leaf is None:
+            return NOT_KEPT
+        untils = self._untils
+        key = ((e.leaf, bisect_left(untils, self._now + e.workload.contract.min_runtime_s),
+                len(self.items), self._proj.version) if untils else (len(self.items),))
         found = self._kept.get(key)
         if found is None:
             nodes: frozenset[str] = frozenset()

@@ -231,6 +231,7 @@ class _Pass:
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         # (without loans a turn reads no resumable flag: work alike but for it shares a number)
         self.near_of: list[int] = near_numbers(self.policy.loans)
+        self.names_of = self.pool.layout.names.get  # cluster named (or None) -> clusters
 
     def why_unshown(self, e: Entry) -> bool:
         """Kept off some nodes, does ``e``'s walk end ``reserved-out`` unless it is admitted, its
@@ -262,9 +263,9 @@ class _Pass:
         """One workload of the walk (see :meth:`run`): admit it, find it victims, reserve
         for it, or say why it waits."""
         memo, quick = self.memo, self.quick
-        nofit, novictims, maxfail, noreserve = memo.nofit, memo.novictims, memo.maxfail, memo.noreserve
+        nofit, maxfail = memo.nofit, memo.maxfail
         c = e.workload.contract
-        clusters = self.pool.cluster_names(c.cluster)
+        clusters = self.names_of(c.cluster, ())  # (Pool.cluster_names)
         free = 0 if quick else self.pool.free_in(clusters)
         holds = self.holds
         if quick and (e.leaf is None or not holds.may_add()):
@@ -304,6 +305,7 @@ class _Pass:
                 # victims matter to the search (``vok``: those the rule allows)
                 dok = self.rules.ok_victim_leaves(e.leaf, e.rank, charge) if e.debug else None
                 vok = self.all_leaves if e.debug else self.rules.ok_victim_leaves(e.leaf, rank, charge)
+                novictims = memo.novictims
                 blocked = novictims.get((shape, vok, dok))
                 if blocked is None:
                     gang = (c.gpus_per_pod, c.pods, c.cluster)
@@ -330,10 +332,10 @@ class _Pass:
             # (no "free + running GPUs < its GPUs" shortcut: a drain hold needs no release)
             # (every leaf the rule allows: protected work that ends in time counts too)
             ok = self.rules.ok_leaves(e.leaf, rank, charge)
-            if (shape, ok) not in noreserve:
+            if (shape, ok) not in memo.noreserve:
                 if self.reserve(e, clusters, charge, ok):
                     return ("holder", why, free)
-                noreserve.add((shape, ok))  # more nodes reserved later: still none
+                memo.noreserve.add((shape, ok))  # more nodes reserved later: still none
             if not exclude:
                 return ("unreservable", why, free)
         if exclude and self.policy.loans and c.resumable and not e.debug and not quick:

@@ -1,6 +1,6 @@
 """A decision builds no reference cycles: all it makes is freed by reference counting once
 the caller drops it, so the cycle collector finds nothing to free during a simulation
-(:func:`engine.sim.engine._rare_full_collections` relies on it). Checked on busy worlds
+(:func:`engine.sim.engine._collector_between_passes` relies on it). Checked on busy worlds
 whose walks ask the anti-ping-pong rule for certain charges (``Projection.behind``), make
 reservations and search for victims, with every status built; and on a short simulation,
 the shell included.

@@ -75,3 +75,41 @@ def test_fill_respects_gang_groups_and_shapes():
     m.add_pending((2, 1, None), -3)
     m.add_pending((1, 1, "other"), 2)  # work for another cluster fits nothing here
     assert m.fillable() == 0
+
+
+def test_a_run_collects_between_passes_and_gives_the_collector_back(monkeypatch):
+    """During a run the cycle collector is off and the run collects the young generations
+    itself every ``COLLECT_EVERY`` passes; after it, the collector is as it was."""
+    import gc
+
+    import engine.sim.engine as sim_engine
+
+    monkeypatch.setattr(sim_engine, "COLLECT_EVERY", 3)
+    asked, states = [], []
+    real = gc.collect
+
+    def collect(generation=2):
+        asked.append(generation)
+        return real(generation)
+
+    monkeypatch.setattr(sim_engine.gc, "collect", collect)
+    trace = Trace.of([_task(f"t{i}", 60.0 * i, 1, 400.0) for i in range(12)], [],
+                     meta={"horizon": 2000.0})
+    inner = sim_engine._Sim.decide
+
+    def decide(self, now):
+        states.append(gc.isenabled())
+        return inner(self, now)
+
+    monkeypatch.setattr(sim_engine._Sim, "decide", decide)
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            asked.clear()
+            states.clear()
+            res = simulate(tiny_config(), trace, "budget", options=SimOptions(cadence="interval"))
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
+        assert states and not any(states)
+        assert asked == [1] * (res.decide_calls // 3)

@@ -8,8 +8,9 @@ preemptible skips all searches; a workload alike an earlier one (leaf, debug, sh
 min runtime, resumable) with nothing admitted or reserved since gets that one's outcome, and
 so does one alike but for its min runtime, when that one was kept off reservations before any
 search and as many timed reservations start before its protection ends
-(:mod:`engine.core.walk_memo`); a placement skips a cluster with no node that has a pod's GPUs
-free; failed placements and searches are remembered until a preemption (the same module), and
+(:mod:`engine.core.walk_memo`; without loans, whatever its resumable flag); a placement skips a
+cluster with no node that has a pod's GPUs free and finds its best-fit node from the nodes the
+pool keeps listed by free GPUs (:meth:`~engine.core.placement.Pool.best_node`); failed placements and searches are remembered until a preemption (the same module), and
 a search is skipped when free GPUs plus every victim ranked below could not make room
 (:mod:`engine.core.ranksums`) or one that covers it failed; the anti-ping-pong rule is asked
 only about leaves with victims, not at all when none ranks below, nor, for work kept off by
@@ -33,5 +34,7 @@ its victims do (:class:`~engine.core.victim_index.KeptSums`). Within a pass, vic
 and indexed on the first victim search, running work is sorted as releases once, on the first
 reservation (:mod:`engine.core.releases`), and which reservations keep a workload off, and why,
 once per leaf, timed reservations starting before its protection ends, reservations so far and
-projection (:class:`~engine.core.reservation.Holds`).
+projection (:class:`~engine.core.reservation.Holds`). A timed reservation's search stops at
+the first time a group has the gang's slots, and a drain hold's at the first group whose lower
+bound of GPUs short exceeds the best (:mod:`engine.core.reservation`).
 """

@@ -353,7 +353,9 @@ COLLECT_EVERY = 1000  # passes between the run's own collections of the young ge
 @contextmanager
 def _collector_between_passes() -> Iterator[None]:
     """No automatic garbage collection for the duration (the run collects the young
-    generations itself, module docstring); the collector's previous state is restored after."""
+    generations itself, module docstring); the collector's previous state is restored after.
+    The switch is the process's: runs in several threads at once (no command does so) leave it
+    on once the first run that found it on ends, never off for good."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -231,7 +231,6 @@ class _Pass:
         self.quick = not self._prey and all(f == 0 for f in self.pool.free.values())
         # (without loans a turn reads no resumable flag: work alike but for it shares a number)
         self.near_of: list[int] = near_numbers(self.policy.loans)
-        self.names_of = self.pool.layout.names.get  # cluster named (or None) -> clusters
 
     def why_unshown(self, e: Entry) -> bool:
         """Kept off some nodes, does ``e``'s walk end ``reserved-out`` unless it is admitted, its
@@ -265,7 +264,7 @@ class _Pass:
         memo, quick = self.memo, self.quick
         nofit, maxfail = memo.nofit, memo.maxfail
         c = e.workload.contract
-        clusters = self.names_of(c.cluster, ())  # (Pool.cluster_names)
+        clusters = self.pool.cluster_names(c.cluster)
         free = 0 if quick else self.pool.free_in(clusters)
         holds = self.holds
         if quick and (e.leaf is None or not holds.may_add()):

@@ -69,7 +69,7 @@ def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
     for k, s in zip(tree.children(parent), tree.sibling_shares(parent)):  # S: normalised share
         usage = used[k]
         u = usage / parent_usage if parent_usage > 0 else 0.0
-        f = 0.0 if s <= 0.0 else math.inf if u <= 0.0 else s / u  # (level_fairshare, inline)
+        f = level_fairshare(s, u)
         keyed.append(((-f, -s, usage, k), new(LevelFactor, (k, s, u, f))))
     keyed.sort(key=itemgetter(0))
     return keyed

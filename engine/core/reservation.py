@@ -185,26 +185,24 @@ def start_of(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool, 
 
 
 def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
-               later: Mapping[str, int], avoid: frozenset[str] = frozenset(),
-               spare: Mapping[str, int] | None = None,
-               group_later: Mapping[tuple[str, str], int] | None = None
-               ) -> tuple[int, Placement] | None:
+               mine: Eligible, avoid: frozenset[str] = frozenset(),
+               spare: Mapping[str, int] | None = None) -> tuple[int, Placement] | None:
     """Nodes to hold for a gang with no finite earliest start (see the module docstring):
-    ``(GPUs short, placement)`` where ``later`` maps a node to the GPUs of running work the
-    holder may preempt once its protection ends; None when no schedulable node set can ever
-    hold the shape. Nodes in ``avoid`` (held or reserved for another workload) are not used.
-    ``spare``: GPUs of unallocated work per node, counted as free in the "more GPUs free now"
-    tie-break (with ``policy.loans``: a loan on a held node then does not move the hold).
-    ``group_later``: ``later`` summed per placement group, if the caller has it.
+    ``(GPUs short, placement)``, where ``mine`` is the running work the holder may preempt
+    (its GPUs per node, ``mine.later``, count once its protection ends); None when no
+    schedulable node set can ever hold the shape. Nodes in ``avoid`` (held or reserved for
+    another workload) are not used. ``spare``: GPUs of unallocated work per node, counted as
+    free in the "more GPUs free now" tie-break (with ``policy.loans``: a loan on a held node
+    then does not move the hold).
 
     Groups are scored in order of a lower bound of the GPUs they are short, the gang's GPUs
-    less the group's free and ``later`` GPUs (however the gang's pods are spread, the chosen
+    less the group's free and later GPUs (however the gang's pods are spread, the chosen
     nodes give no more; avoided nodes only give less), and the search stops at the first
     group whose bound exceeds the best score's GPUs short: no later group can beat it.
     The best score is the same whatever the order (the group's key ends it)."""
     total = gpus_per_pod * pods
     best: tuple[tuple, Placement] | None = None
-    free_of, node_of = pool.free, pool.nodes
+    free_of, node_of, later = pool.free, pool.nodes, mine.later
     # "free now" of the tie-break (shortness keeps pool.free: ``later`` counts the spare GPUs)
     now_free: Mapping[str, int] = free_of if not spare else {
         n: f + spare.get(n, 0) for n, f in free_of.items()}
@@ -225,10 +223,7 @@ def hold_nodes(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool
     if pods == 1:
         return None if best is None else (best[0][0], best[1])
     capacity, later_on = pool.layout.capacity, later.get
-    group_free = pool.group_free()
-    if group_later is None:
-        group_later = {key: sum(later_on(n, 0) for n in names)
-                       for c in clusters for key, names in pool.groups[c].items()}
+    group_free, group_later = pool.group_free(), mine.group_later(pool.layout.group_of)
     for c in clusters:
         for bound, key, names in sorted(
                 (total - group_free[key] - group_later.get(key, 0), key, names)
@@ -293,8 +288,7 @@ def reservation_for(holder: str, leaf: str, rank: int, charge: tuple[float, floa
         return Reservation(holder, leaf, rank, max(now, found[0]), found[1], charge=charge)
     later = mine.later
     spare = releases.eligible(frozenset()).later if loans else None  # unallocated, per node
-    hold = hold_nodes(gpus_per_pod, pods, clusters, pool, later, reserved, spare,
-                      mine.group_later(pool.layout.group_of))
+    hold = hold_nodes(gpus_per_pod, pods, clusters, pool, mine, reserved, spare)
     if hold is None:
         return None
     short, placement = hold
@@ -374,15 +368,14 @@ class Holds:
         # reservations would start before ``e``'s protection ends (:meth:`blocker`'s
         # ``protected``): those whose start is below ``now + min runtime``, the first ``k`` of
         # them in start order, ``k`` found by bisection (``now + min runtime`` grows with the
-        # min runtime, so no other set is possible; :meth:`starting_before_end`, inline).
+        # min runtime, so no other set is possible: :meth:`starting_before_end`).
         # Remembered per pass under exactly that key, so work of one leaf with many different
         # min runtimes shares a few answers; while every reservation is a drain hold, on the
         # reservations alone (a hold keeps off all funded work, whatever its leaf and min runtime)
         if e.leaf is None:
             return NOT_KEPT
-        untils = self._untils
-        key = ((e.leaf, bisect_left(untils, self._now + e.workload.contract.min_runtime_s),
-                len(self.items), self._proj.version) if untils else (len(self.items),))
+        key = ((e.leaf, self.starting_before_end(e), len(self.items), self._proj.version)
+               if self._untils else (len(self.items),))
         found = self._kept.get(key)
         if found is None:
             nodes: frozenset[str] = frozenset()

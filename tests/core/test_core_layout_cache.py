@@ -30,6 +30,7 @@ import engine.core.queue as queue_module
 from engine.core.decide import decide
 from engine.core.placement import Layout, Layouts, Pool, _fill, fit
 from engine.core.queue import KnownEntries, build_queue
+from engine.core.releases import Eligible
 from engine.core.reservation import earliest_start, hold_nodes
 from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload
 from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
@@ -245,7 +246,8 @@ def test_reservation_searches_equal_the_direct_ones():
             args = (gpus_per_pod, pods, clusters, pool)
             assert earliest_start(*args, releases, avoid) == \
                 _earliest_start_direct(*args, releases, avoid)
-            assert hold_nodes(*args, later, avoid) == _hold_nodes_direct(*args, later, avoid)
+            assert hold_nodes(*args, Eligible(releases), avoid) == \
+                _hold_nodes_direct(*args, later, avoid)
             checked += 1
     assert checked > 2000
 

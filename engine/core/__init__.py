@@ -10,7 +10,8 @@ so does one alike but for its min runtime, when that one was kept off reservatio
 search and as many timed reservations start before its protection ends
 (:mod:`engine.core.walk_memo`; without loans, whatever its resumable flag); a placement skips a
 cluster with no node that has a pod's GPUs free and finds its best-fit node from the nodes the
-pool keeps listed by free GPUs (:meth:`~engine.core.placement.Pool.best_node`); failed placements and searches are remembered until a preemption (the same module), and
+pool keeps listed by free GPUs (:meth:`~engine.core.placement.Pool.best_node`); failed
+placements and searches are remembered until a preemption (the same module), and
 a search is skipped when free GPUs plus every victim ranked below could not make room
 (:mod:`engine.core.ranksums`) or one that covers it failed; the anti-ping-pong rule is asked
 only about leaves with victims, not at all when none ranks below, nor, for work kept off by

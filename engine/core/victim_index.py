@@ -168,21 +168,25 @@ class VictimIndex:
         (cluster, GPUs per pod, kept-off nodes) in a pass; after that only the groups of the
         nodes changed since (this index's log: every change to the pool's free GPUs and to
         the victims, once the index exists, is logged) are summed again."""
+        free, held, log = pool.free, self.held, self._log
+
+        def slots(names: list[str]) -> int:
+            return sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names])
+
         key = (cluster, gpus_per_pod, exclude)
         found = self._slots.get(key)
-        free, held, log = pool.free, self.held, self._log
         if found is None:
-            rows: dict[tuple | None, list] = {}  # (None: the group of no schedulable node)
-            for key_, members in pool.groups[cluster].items():
+            rows: dict[tuple | None, list] = {}  # group -> its row (.get(None): no such group)
+            for group, members in pool.groups[cluster].items():
                 names = [n for n in members if n not in exclude]
-                rows[key_] = [sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in names]), names]
+                rows[group] = [slots(names), names]
             found = self._slots[key] = [len(log), list(rows.values()), rows]
         elif found[0] < len(log):
             rows, group_of = found[2], pool.layout.group_of
             for changed in {group_of.get(n) for n in log[found[0]:]}:
                 row = rows.get(changed)
                 if row is not None:
-                    row[0] = sum([(free[n] + held.get(n, 0)) // gpus_per_pod for n in row[1]])
+                    row[0] = slots(row[1])
             found[0] = len(log)
         return found[1]
 

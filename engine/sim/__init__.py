@@ -76,6 +76,7 @@ Results (``engine.sim.result``, ``engine.sim.metrics``)::
                                           # allocated, preempted (ended by preemption), leaf
         .events: list[Event]              # (time, kind, task|node, detail): submit, start,
                                           # preempt, complete, reject, fail, repair, cordon, drained
+        .event_log: list[tuple]           # the same lines as plain tuples (as the run keeps them)
         .decide_calls: int, .wall_s: float
         .measure_from: float              # end of the warm-up (0 without); metrics cover
                                           # [measure_from, horizon]; .charged_before: charges

@@ -67,7 +67,7 @@ from engine.sim.idle import IdleMeter
 from engine.sim.options import SimOptions
 from engine.sim.prepare import horizon_of
 from engine.sim.queue import PendingQueue
-from engine.sim.result import Event, Segment, SimResult, TaskRecord
+from engine.sim.result import Segment, SimResult, TaskRecord
 from engine.sim.schedulers import Scheduler, get_scheduler
 from engine.sim.trace import Task, Trace
 
@@ -118,7 +118,7 @@ class _Sim(Applier):
         self.cache_running: tuple[Running, ...] | None = None
         self.cache_pending: tuple[Workload, ...] | None = None
         self.segments: list[Segment] = []
-        self.events: list[Event] = []
+        self.events: list[tuple[float, str, str, str]] = []  # SimResult.event_log
         self.fail_log: dict[str, list] = {}
         self.repair_s: dict[str, float] = {}
         self.marked: set[str] = set()
@@ -146,7 +146,7 @@ class _Sim(Applier):
         heapq.heappush(self.heap, (t, kind, self.nseq, key, seq))
 
     def log(self, t: float, kind: str, subject: str, detail: str = "") -> None:
-        self.events.append(Event(t, kind, subject, detail))
+        self.events.append((t, kind, subject, detail))
 
     def run(self) -> SimResult:
         with _collector_between_passes():

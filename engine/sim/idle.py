@@ -29,9 +29,14 @@ scheduler (``reserved``); anything fillable beyond that, since, is ``lag``.
 Cost: the meter keeps the set of nodes with free GPUs and a count per pending shape
 incrementally, so an instant with no idle GPU costs O(1), and otherwise O(idle nodes x
 pending shapes). None of the following changes the answer: the fill is recomputed only when
-free GPUs or pending counts changed since the last one; the fill order of the shapes is kept
-until a shape appears or disappears; a shape whose pods are larger than any node's free GPUs
-is skipped at once; the last shape of the fill only counts the pieces that fit (how many
+free GPUs or pending counts changed since the last one, and not for a count that room, not
+the count, bounded in the last fill and still does (a shape that placed fewer pieces than
+were pending, pending at least as many as it placed: it places the same pieces on the same
+nodes, so every later shape does too; in a full cluster most submissions are such); the
+fill order of the shapes is kept
+until a shape appears or disappears; a shape larger than all free GPUs, or whose pods are
+larger than any node's free GPUs, is skipped at once (the shapes larger than all free GPUs
+found by bisection, as a prefix of the order); the last shape of the fill only counts the pieces that fit (how many
 GPUs it takes does not depend on which nodes it takes when no shape comes after it); and
 within a fill, each cluster's nodes are listed once and each pod size's groups and their room
 are summed once until a shape takes GPUs (gangs of one pod size and many pod counts share them).
@@ -39,6 +44,7 @@ are summed once until a shape takes GPUs (gangs of one pod size and many pod cou
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Mapping
 
 Shape = tuple[int, int, str | None]  # (gpus_per_pod, pods, cluster)
@@ -66,8 +72,12 @@ class IdleMeter:
         self.held = 0
         self.since = 0.0
         self._order: list[Shape] | None = None  # fill order of the placeable shapes
-        self._version = 0  # bumped by every change of free GPUs or pending counts
+        self._sizes: list[int] = []  # minus each one's GPUs, in that order (ascending)
+        self._version = 0  # bumped by every change of free GPUs or pending counts that may
+        # change the fill (add_pending)
         self._filled: tuple[int, int] = (-1, 0)  # (version, fillable()) of the last fill
+        # shape -> (its pending count, pieces it placed) in the last fill, for its shapes
+        self._fill_counts: dict[Shape, tuple[int, int]] = {}
 
     # ---------------------------------------------------------------- state changes
 
@@ -104,6 +114,12 @@ class IdleMeter:
         if not old or not k:
             self._order = None  # a shape appeared or disappeared
         self.pending += n
+        if self._filled[0] == self._version:  # the last fill stands: does it still?
+            if shape[0] < 1 or shape[1] < 1:
+                return  # never filled
+            count, placed = self._fill_counts.get(shape, (0, 0))
+            if placed < count and placed <= k:
+                return  # room, not count, bounded the shape then and still does
         self._version += 1
 
     # ---------------------------------------------------------------- time
@@ -149,13 +165,19 @@ class IdleMeter:
         if order is None:
             order = self._order = sorted((k for k in self.shapes if k[0] >= 1 and k[1] >= 1),
                                          key=lambda k: (-k[0] * k[1], k[1], k[2] or ""))
+            self._sizes = [-k[0] * k[1] for k in order]
         used = 0
+        placed: dict[Shape, int] = {}
         if order:  # else only impossible shapes are pending: the next pass rejects them
-            used = self._fill(order)
+            used = self._fill(order, placed)
         self._filled = (self._version, used)
+        shapes = self.shapes
+        self._fill_counts = {k: (shapes[k], placed.get(k, 0)) for k in order}
         return used
 
-    def _fill(self, order: list[Shape]) -> int:
+    def _fill(self, order: list[Shape], placed_of: dict[Shape, int]) -> int:
+        """The greedy fill of :meth:`fillable`; ``placed_of`` receives the pieces (pods or
+        gangs) each shape that took GPUs placed."""
         free = dict(self.free)
         used = 0
         smallest = order[-1][0] * order[-1][1]
@@ -167,7 +189,9 @@ class IdleMeter:
         by_cluster: dict[str | None, list[str]] = {}
         rooms: dict[tuple[int, str | None], tuple[int, tuple]] = {}
         placed = 0
-        for i, shape in enumerate(order):
+        # the shapes larger than every free GPU come first (the order is by size): skip them
+        for i in range(bisect_left(self._sizes, -self.idle), len(order)):
+            shape = order[i]
             gpp, pods, cluster = shape
             if self.idle - used < smallest:
                 break
@@ -180,7 +204,8 @@ class IdleMeter:
                 nodes = by_cluster[cluster] = (sorted(free) if cluster is None else  # (by name)
                                                sorted(n for n in free if self.cluster[n] == cluster))
             if pods == 1 and i == last:  # nothing fills after it: count the pieces only
-                used += total * min(count, sum(free[n] // total for n in nodes))
+                pieces = placed_of[shape] = min(count, sum(free[n] // total for n in nodes))
+                used += total * pieces
                 continue
             if pods == 1 or len(nodes) == 0:
                 took = _fill_single(free, nodes, total, count)
@@ -192,6 +217,7 @@ class IdleMeter:
             if took:
                 used += took
                 placed += 1
+                placed_of[shape] = took // total
         return used
 
     def reset(self) -> None:

@@ -80,7 +80,10 @@ class SimResult:
     horizon: float
     tasks: dict[str, TaskRecord]
     segments: list[Segment]
-    events: list[Event]
+    # the event log as plain (time, kind, subject, detail) tuples, as the run writes it: a long
+    # run's hundreds of thousands of lines cost no object construction and, being tuples of
+    # floats and strings, drop out of the garbage collector's scans; ``events`` reads them
+    event_log: list[tuple[float, str, str, str]]
     failures: list[tuple[str, float, float | None, float | None]]  # node, failed, drained, repaired
     charged: dict[str, float]  # billing-weighted GPU-seconds per leaf
     decide_calls: int = 0
@@ -95,6 +98,14 @@ class SimResult:
     # team -> cause -> GPU-seconds waited (engine.sim.causes; empty unless SimOptions.causes)
     waiting: dict[str, dict[str, float]] = field(default_factory=dict)
     _metrics: Any = field(default=None, repr=False)
+    _events: list[Event] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def events(self) -> list[Event]:
+        """The event log, in the order of the run (made from :attr:`event_log` once)."""
+        if self._events is None:
+            self._events = [Event(*line) for line in self.event_log]
+        return self._events
 
     def metrics(self):  # -> engine.sim.metrics.Metrics
         if self._metrics is None:

@@ -91,6 +91,48 @@ def test_fillable_matches_the_plain_greedy_fill(seed):
         assert meter.fillable() == _reference_fill(meter), step  # memoised answer
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_fillable_kept_across_pending_changes_matches_the_plain_fill(seed):
+    """A fill is kept while only counts change that room, not the count, bounds: asked after
+    several changes at a time, in a cluster often too full for the pending work."""
+    rng = random.Random(1000 + seed)
+    nodes = {f"{c}-n{i:02d}": c for c in ("a", "b") for i in range(rng.randint(1, 6))}
+    group = {n: f"{c}/d{int(n[-2:]) // rng.choice((2, 4))}" for n, c in nodes.items()}
+    meter = IdleMeter(nodes, group, {n: 8 for n in nodes})
+    for n in nodes:
+        meter.set_free(n, rng.randint(0, 3))
+    shapes = [(rng.choice((1, 2, 4)), rng.choice((1, 1, 2, 3)), rng.choice((None, "a")))
+              for _ in range(rng.randint(1, 5))]
+    for step in range(80):
+        for _ in range(rng.randint(1, 4)):
+            what = rng.random()
+            if what < 0.15:
+                meter.set_free(rng.choice(list(nodes)), rng.randint(0, 4))
+            else:
+                shape = rng.choice(shapes)
+                have = meter.shapes.get(shape, 0)
+                meter.add_pending(shape, -rng.randint(1, have) if have and rng.random() < 0.5
+                                  else rng.randint(1, 3))
+        assert meter.fillable() == _reference_fill(meter), step
+
+
+def test_a_count_that_room_bounds_keeps_the_fill_and_one_that_counts_does_not():
+    meter = IdleMeter({"n1": "c"}, {"n1": "c/d0"}, {"n1": 8})
+    meter.set_free("n1", 3)
+    meter.add_pending((2, 1, None), 3)  # room for one of three
+    meter.add_pending((1, 1, None), 1)
+    assert meter.fillable() == 3
+    version = meter._version
+    meter.add_pending((2, 1, None), 5)  # still room for one: the fill stands
+    meter.add_pending((2, 1, None), -7)  # one left, as many as it placed
+    meter.add_pending((0, 1, None), 1)  # an impossible shape is never filled
+    assert meter._version == version and meter.fillable() == 3
+    meter.add_pending((1, 1, None), 1)  # the 1-GPU shape placed all it had: it may place more
+    assert meter._version != version and meter.fillable() == 3
+    meter.add_pending((2, 1, None), -1)  # fewer than it placed
+    assert meter.fillable() == 2
+
+
 def _wl(wid: str, submitted: float) -> Workload:
     return Workload(wid, Contract(budget=None, min_runtime_s=0.0), submitted)
 

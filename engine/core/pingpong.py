@@ -141,7 +141,7 @@ class PingPongLeaves:
         node's key is no smaller than every one of those bound keys, none passes its bound
         test and none is looked at (most questions of a busy walk)."""
         rate = self.proj.rate
-        behind = None
+        behind: Mapping[str, float] | None = None
         taken: list[str] = []
         for (mine, sm, used, keys, sibs), (bounds, tops) in zip(self._static(leaf),
                                                                 self._tops(leaf)):

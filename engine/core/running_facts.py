@@ -61,7 +61,7 @@ class RunningFacts:
         weight = self._weights
         assignments = r.placement.assignments
         gpus = 0
-        rate: float = 0  # (stays the int 0 for no assignments, as it always has)
+        rate = 0.0
         for n, g in assignments:
             gpus += g
             rate = rate + g * weight.get(n, 1.0)

@@ -34,9 +34,17 @@ class Victim:
 
     def costing(self, cost: float) -> Victim:
         """This victim costing ``cost`` (``make_victim`` at a later time, same leaf and rank):
-        fields copied, not passed through ``__init__`` (hundreds are re-costed a pass)."""
+        fields copied, not passed through ``__init__`` (hundreds are re-costed a pass), unless
+        the class is compiled (:mod:`engine.accel`: a native class has no ``__dict__``)."""
+        if not _COPYABLE:
+            return Victim(self.id, self.running, self.leaf, self.rank, cost, self.gpus,
+                          self.per_node, self.debug)
         twin = object.__new__(Victim)
         fields = twin.__dict__
         fields.update(self.__dict__)
         fields["cost"] = cost
         return twin
+
+
+# an interpreted dataclass's instances keep their fields in a __dict__; compiled, not
+_COPYABLE = "__dict__" in dir(Victim)

@@ -289,8 +289,8 @@ class _Sorted:
                                  if pool.nodes[n].gpus >= total)
         self.of: dict[str, Bound | None] = {
             n: index.bound(n, total - pool.free[n]) for n in self.members}
-        self.bounds = sorted(b for b in self.of.values() if b is not None)
-        self.seen = len(index._log)
+        self.bounds: list[Bound] = sorted(b for b in self.of.values() if b is not None)
+        self.seen: int = len(index._log)
 
     def catch_up(self, index: VictimIndex, pool: Pool) -> None:
         bounds, of, members = self.bounds, self.of, self.members

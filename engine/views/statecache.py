@@ -25,37 +25,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from engine.cache import cache_dir, code_hash
 from engine.views.state import ViewState
 
-_CODE: str | None = None  # the engine's source hash, once per process
+__all__ = ["cache_dir", "code_hash", "state_key", "load", "save"]
 KEEP = 16
 PREFIX = "view-state-"
-
-
-def cache_dir() -> Path | None:
-    """Where states are kept (module docstring); None without a home directory to put it in."""
-    explicit = os.environ.get("ALLOT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base:
-        try:
-            base = str(Path.home() / ".cache")
-        except (RuntimeError, KeyError):  # (no HOME and no password entry)
-            return None
-    return Path(base) / "allot"
-
-
-def code_hash() -> str:
-    """A hash of every ``.py`` file of the ``engine`` package (paths and bytes)."""
-    global _CODE
-    if _CODE is None:
-        root = Path(__file__).resolve().parents[1]
-        h = hashlib.sha256()
-        for path in sorted(root.rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-        _CODE = h.hexdigest()
-    return _CODE
 
 
 def state_key(inputs: dict[str, Any]) -> str:

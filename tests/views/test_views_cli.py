@@ -163,7 +163,9 @@ def test_a_kept_state_is_keyed_by_the_configuration_and_the_code(monkeypatch):
     key = statecache.state_key({"config": config_to_dict(config), **inputs})
     assert key == statecache.state_key({"config": config_to_dict(load_config()), **inputs})
     assert key != statecache.state_key({"config": config_to_dict(cheaper), **inputs})
-    monkeypatch.setattr(statecache, "_CODE", "another version of the engine")
+    import engine.cache
+
+    monkeypatch.setattr(engine.cache, "_CODE", "another version of the engine")
     assert key != statecache.state_key({"config": config_to_dict(config), **inputs})
 
 

@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "eta",
     "usage",
     "dashboard",
+    "buildcore",
 )
 
 

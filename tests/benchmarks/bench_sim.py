@@ -34,6 +34,7 @@ import os
 import resource
 import time
 
+from engine.commands.buildcore import describe
 from engine.loader import load_config
 from engine.sim.engine import SimOptions, simulate
 from engine.sim.schedulers import Scheduler, get_scheduler
@@ -136,7 +137,7 @@ def main() -> None:
     limit = args.time_limit or None
     schedulers = args.scheduler.split(",")
     print(f"host: {cpu_model()}, {os.cpu_count()} CPUs; reference work {reference() * 1000:.0f} ms "
-          f"(best of 3)", flush=True)
+          f"(best of 3); core: {describe()}", flush=True)
     base = load_config()
     if args.case in ("synthetic30", "all"):
         cfg = with_clusters(base, "h100")

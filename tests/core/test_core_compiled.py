@@ -1,0 +1,72 @@
+"""The compiled core (:mod:`engine.accel`, ``allot build-core``) decides exactly what the
+interpreted core decides, and is used only for the sources it was built from.
+
+The build (about 40 s) goes to a temporary cache directory; each side runs
+``tests/core/compiled_probe.py`` in a fresh interpreter (the choice of core is made at
+``import engine``) and prints digests of every scenario file's decision and of a simulated day
+and a half with gangs, preemptions and node failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import engine.accel as accel
+import engine.cache
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                                reason="no C compiler to build the core with")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    cache = tmp_path_factory.mktemp("cache")
+    where = accel.build(root=cache)
+    assert where.parent == cache and (where / "complete").is_file()
+    return cache
+
+
+def _probe(cache: Path, **env: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "tests.core.compiled_probe"], cwd=ROOT,
+                          env={**os.environ, "ALLOT_CACHE_DIR": str(cache), **env},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_compiled_core_decides_what_the_interpreted_one_does(built):
+    compiled = _probe(built)
+    interpreted = _probe(built, ALLOT_CORE="python")
+    assert compiled.pop("active") == str(accel.build_dir(built))
+    assert compiled.pop("decide_from").endswith(accel.SUFFIX)
+    assert (interpreted.pop("active"), interpreted.pop("decide_from")) == ("None", "decide.py")
+    assert compiled["sim"]["preempted"] > 100 and len(compiled["scenarios"]) >= 25
+    assert compiled == interpreted
+
+
+def test_a_build_serves_only_the_sources_it_was_built_from(built, monkeypatch):
+    assert (accel.build_dir(built) / "complete").is_file()
+    assert accel.build(root=built) == accel.build_dir(built)  # built already: kept
+    monkeypatch.setattr(engine.cache, "_CODE", "the sources after an edit")
+    assert not accel.build_dir(built).exists()  # so activate() finds nothing to load
+
+
+def test_build_core_check_says_which_core_runs(built, tmp_path):
+    def check(cache: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "engine.cli", "build-core", "--check"], cwd=ROOT,
+                              env={**os.environ, "ALLOT_CACHE_DIR": str(cache)},
+                              capture_output=True, text=True, timeout=120)
+
+    found = check(built)
+    assert found.returncode == 0 and found.stdout.startswith("core: compiled (")
+    none = check(tmp_path)
+    assert none.returncode == 1 and none.stdout == "core: interpreted; build for these sources: none\n"

@@ -44,7 +44,7 @@ def _probe(cache: Path, **env: str) -> dict:
 
 
 def test_the_compiled_core_decides_what_the_interpreted_one_does(built):
-    compiled = _probe(built)
+    compiled = _probe(built, ALLOT_CORE="")  # (the suite's conftest asks for the interpreted one)
     interpreted = _probe(built, ALLOT_CORE="python")
     assert compiled.pop("active") == str(accel.build_dir(built))
     assert compiled.pop("decide_from").endswith(accel.SUFFIX)
@@ -63,7 +63,7 @@ def test_a_build_serves_only_the_sources_it_was_built_from(built, monkeypatch):
 def test_build_core_check_says_which_core_runs(built, tmp_path):
     def check(cache: Path) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "engine.cli", "build-core", "--check"], cwd=ROOT,
-                              env={**os.environ, "ALLOT_CACHE_DIR": str(cache)},
+                              env={**os.environ, "ALLOT_CACHE_DIR": str(cache), "ALLOT_CORE": ""},
                               capture_output=True, text=True, timeout=120)
 
     found = check(built)

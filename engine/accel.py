@@ -39,7 +39,9 @@ PACKAGE = Path(__file__).resolve().parent  # engine/
 CORE = PACKAGE / "core"
 NOT_COMPILED = ("__init__", "types", "projection", "explain")  # engine.core modules left interpreted
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this interpreter's, e.g. .cpython-311-x86_64-linux-gnu.so
-PREFIX = "core-"  # a build's directory: PREFIX + the sources' hash, under the cache
+PREFIX = "core-"  # a build's directory: PREFIX + the sources' hash + "-" + TAG
+# one interpreter's extensions do not load in another: its tag is part of a build's name
+TAG = sys.implementation.cache_tag or sys.implementation.name
 
 
 def modules() -> list[str]:
@@ -50,7 +52,7 @@ def modules() -> list[str]:
 def build_dir(root: Path | None = None) -> Path | None:
     """Where the build for the sources as they are now lives (None: no cache directory)."""
     where = root if root is not None else cache_dir()
-    return None if where is None else where / (PREFIX + code_hash()[:24])
+    return None if where is None else where / f"{PREFIX}{code_hash()[:24]}-{TAG}"
 
 
 class _Finder:
@@ -136,7 +138,8 @@ def build(root: Path | None = None, say: Callable[[str], None] = lambda _: None,
     if (where / "complete").is_file() and not force:
         say(f"already built for these sources: {where}")
         return where
-    if shutil.which(sysconfig.get_config_var("CC") or "cc") is None and shutil.which("cc") is None:
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]  # (e.g. "gcc -pthread")
+    if shutil.which(compiler) is None and shutil.which("cc") is None:
         raise BuildError("no C compiler found: install one (e.g. gcc) and Python's headers")
     where.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="allot-core-", dir=where.parent) as tmp:
@@ -163,7 +166,7 @@ def build(root: Path | None = None, say: Callable[[str], None] = lambda _: None,
         if where.exists():
             shutil.rmtree(where)
         out.rename(where)
-    for old in where.parent.glob(PREFIX + "*"):  # builds for older sources
+    for old in where.parent.glob(f"{PREFIX}*-{TAG}"):  # this interpreter's, for older sources
         if old != where and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)
     say(f"built: {where}")

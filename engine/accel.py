@@ -42,6 +42,7 @@ SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this interpreter's, e.g. .
 PREFIX = "core-"  # a build's directory: PREFIX + the sources' hash + "-" + TAG
 # one interpreter's extensions do not load in another: its tag is part of a build's name
 TAG = sys.implementation.cache_tag or sys.implementation.name
+KEEP = 4  # builds kept per interpreter (about 3 MB each), the newest
 
 
 def modules() -> list[str]:
@@ -163,11 +164,24 @@ def build(root: Path | None = None, say: Callable[[str], None] = lambda _: None,
         if _extensions(out) is None:
             raise BuildError(f"mypyc made no module for some of: {', '.join(modules())}")
         (out / "complete").write_text("engine.core compiled by mypyc\n")
+        if (where / "complete").is_file() and not force:
+            say(f"built meanwhile by another process: {where}")  # (kept: it may be loading it)
+            return where
         if where.exists():
             shutil.rmtree(where)
         out.rename(where)
-    for old in where.parent.glob(f"{PREFIX}*-{TAG}"):  # this interpreter's, for older sources
-        if old != where and old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
+    prune(where)
     say(f"built: {where}")
     return where
+
+
+def prune(keep: Path) -> list[Path]:
+    """Remove this interpreter's builds beside ``keep`` (for other sources: older ones, other
+    checkouts sharing the cache) but the newest ``KEEP - 1``; the ones removed."""
+    import shutil
+
+    others = sorted((p for p in keep.parent.glob(f"{PREFIX}*-{TAG}") if p != keep and p.is_dir()),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in others[KEEP - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return others[KEEP - 1:]

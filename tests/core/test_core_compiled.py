@@ -76,3 +76,21 @@ def test_build_core_check_says_which_core_runs(built, tmp_path):
     assert found.returncode == 0 and found.stdout.startswith("core: compiled (")
     none = check(tmp_path)
     assert none.returncode == 1 and none.stdout == "core: interpreted; build for these sources: none\n"
+
+
+def test_a_build_keeps_the_newest_builds_of_its_interpreter_only(tmp_path):
+    import time
+
+    def made(name: str, age: int) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        stamp = time.time() - age
+        os.utime(path, (stamp, stamp))
+        return path
+
+    keep = made(f"{accel.PREFIX}new-{accel.TAG}", 0)
+    others = [made(f"{accel.PREFIX}old{i}-{accel.TAG}", 10 * (i + 1)) for i in range(accel.KEEP + 1)]
+    foreign = made(f"{accel.PREFIX}old-another-python", 1000)
+    removed = accel.prune(keep)
+    assert removed == others[accel.KEEP - 1:]
+    assert sorted(p for p in tmp_path.iterdir()) == sorted([keep, *others[:accel.KEEP - 1], foreign])

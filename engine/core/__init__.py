@@ -3,6 +3,14 @@
 Nothing in this package may import Kubernetes, git, the clock or the filesystem (a test
 enforces it). The simulator and the reconciler are shells around it.
 
+Its modules but ``types``, ``projection`` and ``explain`` can be compiled by mypyc
+(``allot build-core``, :mod:`engine.accel`), which ``tests/core/test_core_compiled.py`` does
+and compares with the interpreted core. So code here keeps its annotations true at run time (a
+``float`` variable never holds an int; an attribute's type is declared where mypy cannot infer
+it), makes no instance with ``object.__new__`` of a class of its own when compiled
+(:meth:`~engine.core.victim.Victim.costing`), and keeps subclasses of ``collections.abc``
+classes and of ``dict`` in the modules left interpreted.
+
 Quick paths keep the common case cheap (none changes a result): no free GPU and nothing
 preemptible skips all searches; a workload alike an earlier one (leaf, debug, shape, cluster,
 min runtime, resumable) with nothing admitted or reserved since gets that one's outcome, and

@@ -3,7 +3,7 @@
 ``allot build-core`` (:func:`build`) compiles the core's algorithm modules into C extensions
 (every module of ``engine/core`` but :data:`NOT_COMPILED`: ``types``, whose plain dataclasses
 other layers pickle and extend; ``projection``, whose dict subclass, compiled, was never freed,
-so a month's memory rose from 366 to 961 MB; ``explain``, whose ``Mapping`` subclasses,
+so a month's memory rose from 366 to 961 MB; ``lazymaps``, whose ``Mapping`` subclasses,
 compiled, shared ``Mapping``'s isinstance caches, so a plain dict passed for a ``LazyMap``),
 in a directory of the cache named after a hash of every source file of the package
 (:func:`engine.cache.code_hash`). At import, :func:`activate` (called by
@@ -37,7 +37,7 @@ from engine.cache import cache_dir, code_hash
 
 PACKAGE = Path(__file__).resolve().parent  # engine/
 CORE = PACKAGE / "core"
-NOT_COMPILED = ("__init__", "types", "projection", "explain")  # engine.core modules left interpreted
+NOT_COMPILED = ("__init__", "types", "projection", "lazymaps")  # engine.core modules left interpreted
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this interpreter's, e.g. .cpython-311-x86_64-linux-gnu.so
 PREFIX = "core-"  # a build's directory: PREFIX + the sources' hash + "-" + TAG
 # one interpreter's extensions do not load in another: its tag is part of a build's name

@@ -3,7 +3,7 @@
 Nothing in this package may import Kubernetes, git, the clock or the filesystem (a test
 enforces it). The simulator and the reconciler are shells around it.
 
-Its modules but ``types``, ``projection`` and ``explain`` can be compiled by mypyc
+Its modules but ``types``, ``projection`` and ``lazymaps`` can be compiled by mypyc
 (``allot build-core``, :mod:`engine.accel`), which ``tests/core/test_core_compiled.py`` does
 and compares with the interpreted core. So code here keeps its annotations true at run time (a
 ``float`` variable never holds an int; an attribute's type is declared where mypy cannot infer

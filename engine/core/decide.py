@@ -43,7 +43,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from engine.core.drain import drain
-from engine.core.explain import LazyMap, StatusMap, leaf_text, placement_text, preempt_reason
+from engine.core.explain import leaf_text, placement_text, preempt_reason
+from engine.core.lazymaps import LazyMap, StatusMap
 from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility

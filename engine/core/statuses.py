@@ -1,6 +1,6 @@
 """Statuses: every workload's state after a decision and why, built from the numbers the
 decision pass (:mod:`engine.core.decide`) recorded. Built lazily (see
-:class:`~engine.core.explain.StatusMap`): the simulator reads few of them.
+:class:`~engine.core.lazymaps.StatusMap`): the simulator reads few of them.
 """
 
 from __future__ import annotations

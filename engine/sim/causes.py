@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from engine.core.explain import LazyMap
+from engine.core.lazymaps import LazyMap
 from engine.core.statuses import NO_TEAM
 from engine.core.types import Action, Admit, Decision, Workload
 

@@ -15,7 +15,7 @@ import yaml
 import engine.accel
 import engine.core.decide
 from engine.core.decide import decide
-from engine.core.explain import LazyMap, StatusMap
+from engine.core.lazymaps import LazyMap, StatusMap
 from engine.loader import load_config
 from engine.sim.engine import SimOptions, simulate
 from engine.sim.prepare import prepare_trace, with_clusters

@@ -18,7 +18,7 @@ rather than being used). Every captured pass of the simulator benchmarks decides
 actions, statuses, reservations and ranks either way; ``tests/core/test_core_compiled.py``
 builds the core and compares whole simulations (wait causes included) and the scenario files,
 and the whole suite passes under it but for five white-box tests that replace functions
-inside the core. What it buys: about a third less time per decision (the simulator's month,
+inside the core. What it buys: about 30% less time per decision (the simulator's month,
 ``tests/benchmarks/bench_sim.py``, prints which core ran). What it costs: a C compiler and
 Python's headers, and about 40 s of compiling per change of the sources.
 """

@@ -81,6 +81,11 @@ def active() -> Path | None:
     return _ACTIVE.where if _ACTIVE is not None else None
 
 
+def declined() -> bool:
+    """Does ``ALLOT_CORE=python`` ask for the interpreted core whatever is built?"""
+    return os.environ.get("ALLOT_CORE", "").strip().lower() == "python"
+
+
 def activate() -> Path | None:
     """Load the core from the build for the current sources, if there is one and
     ``ALLOT_CORE`` is not ``python``; the build's directory, or None. Call it before any
@@ -89,7 +94,7 @@ def activate() -> Path | None:
     global _ACTIVE
     if _ACTIVE is not None:
         return _ACTIVE.where
-    if os.environ.get("ALLOT_CORE", "").strip().lower() == "python":
+    if declined():
         return None
     try:
         where = build_dir()

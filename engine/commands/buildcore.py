@@ -46,5 +46,9 @@ def run(args: argparse.Namespace) -> int:
     except accel.BuildError as err:
         raise UserError([Problem("engine/core", 0, 0, str(err),
                                  "the interpreted core keeps working; nothing was changed")]) from None
-    print("the next allot command runs the compiled core (ALLOT_CORE=python: the interpreted one)")
+    if accel.declined():
+        print("built; ALLOT_CORE=python is set, so allot keeps running the interpreted core until "
+              "it is unset")
+    else:
+        print("the next allot command runs the compiled core (ALLOT_CORE=python: the interpreted one)")
     return 0

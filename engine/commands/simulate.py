@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
+from engine import accel
 from engine.commands import count, non_negative, output_dir, positive, runrecord, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
@@ -305,7 +306,8 @@ def run(args: argparse.Namespace) -> int:
         walls = ", ".join(f"{n} {r.wall_s:.1f}s ({r.decide_calls} passes, "
                           f"{1000 * r.decide_s / max(1, r.decide_calls):.1f} ms each)"
                           for n, r in exp.results.items())
-        print(f"wall: {time.monotonic() - t0:.1f}s total; {walls}")
+        core = "; compiled core (allot build-core)" if accel.active() is not None else ""
+        print(f"wall: {time.monotonic() - t0:.1f}s total; {walls}{core}")
         print(f"report: {Path(args.out) / 'report.md'} ({len(paths)} files); why a job of the budget "
               f"run waited: allot explain JOB --report {shlex.quote(args.out)} [--at TIME]")
         named = [(a, a.job) for a in asks if a.job is not None and a.at is not None]

@@ -78,6 +78,21 @@ def test_build_core_check_says_which_core_runs(built, tmp_path):
     assert none.returncode == 1 and none.stdout == "core: interpreted; build for these sources: none\n"
 
 
+def test_allot_simulate_names_the_compiled_core_on_its_wall_line(built, tmp_path):
+    def wall(cache: Path, core: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "simulate", "--trace", "synthetic", "--days", "0.2",
+             "--tasks", "300", "--cluster", "h100:4", "--baseline", "none", "--no-pictures",
+             "--out", str(tmp_path / "out")],
+            cwd=ROOT, env={**os.environ, "ALLOT_CACHE_DIR": str(cache), "ALLOT_CORE": core},
+            capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return next(line for line in done.stdout.splitlines() if line.startswith("wall: "))
+
+    assert wall(built, "").endswith("; compiled core (allot build-core)")
+    assert "compiled" not in wall(built, "python")
+
+
 def test_a_build_keeps_the_newest_builds_of_its_interpreter_only(tmp_path):
     import time
 

@@ -76,8 +76,9 @@ class IdleMeter:
         self._version = 0  # bumped by every change of free GPUs or pending counts that may
         # change the fill (add_pending)
         self._filled: tuple[int, int] = (-1, 0)  # (version, fillable()) of the last fill
-        # shape -> (its pending count, pieces it placed) in the last fill, for its shapes
-        self._fill_counts: dict[Shape, tuple[int, int]] = {}
+        # shape -> (pieces it placed, fewer than were pending) in the last fill, for the shapes
+        # that placed any (the others placed none although pending: room bounded them)
+        self._placed: dict[Shape, tuple[int, bool]] = {}
 
     # ---------------------------------------------------------------- state changes
 
@@ -117,8 +118,11 @@ class IdleMeter:
         if self._filled[0] == self._version:  # the last fill stands: does it still?
             if shape[0] < 1 or shape[1] < 1:
                 return  # never filled
-            count, placed = self._fill_counts.get(shape, (0, 0))
-            if placed < count and placed <= k:
+            got = self._placed.get(shape)
+            if got is None:
+                if old:  # pending at the fill (else its arrival since would have refilled),
+                    return  # it placed none: room bounded it, and still does
+            elif got[1] and got[0] <= k:
                 return  # room, not count, bounded the shape then and still does
         self._version += 1
 
@@ -167,17 +171,15 @@ class IdleMeter:
                                          key=lambda k: (-k[0] * k[1], k[1], k[2] or ""))
             self._sizes = [-k[0] * k[1] for k in order]
         used = 0
-        placed: dict[Shape, int] = {}
+        self._placed = {}
         if order:  # else only impossible shapes are pending: the next pass rejects them
-            used = self._fill(order, placed)
+            used = self._fill(order, self._placed)
         self._filled = (self._version, used)
-        shapes = self.shapes
-        self._fill_counts = {k: (shapes[k], placed.get(k, 0)) for k in order}
         return used
 
-    def _fill(self, order: list[Shape], placed_of: dict[Shape, int]) -> int:
-        """The greedy fill of :meth:`fillable`; ``placed_of`` receives the pieces (pods or
-        gangs) each shape that took GPUs placed."""
+    def _fill(self, order: list[Shape], placed_of: dict[Shape, tuple[int, bool]]) -> int:
+        """The greedy fill of :meth:`fillable`; ``placed_of`` receives, for each shape that took
+        GPUs, the pieces (pods or gangs) it placed and whether they were fewer than pending."""
         free = dict(self.free)
         used = 0
         smallest = order[-1][0] * order[-1][1]
@@ -204,8 +206,10 @@ class IdleMeter:
                 nodes = by_cluster[cluster] = (sorted(free) if cluster is None else  # (by name)
                                                sorted(n for n in free if self.cluster[n] == cluster))
             if pods == 1 and i == last:  # nothing fills after it: count the pieces only
-                pieces = placed_of[shape] = min(count, sum(free[n] // total for n in nodes))
-                used += total * pieces
+                pieces = min(count, sum(free[n] // total for n in nodes))
+                if pieces:
+                    placed_of[shape] = (pieces, pieces < count)
+                    used += total * pieces
                 continue
             if pods == 1 or len(nodes) == 0:
                 took = _fill_single(free, nodes, total, count)
@@ -217,7 +221,7 @@ class IdleMeter:
             if took:
                 used += took
                 placed += 1
-                placed_of[shape] = took // total
+                placed_of[shape] = (took // total, took < total * count)
         return used
 
     def reset(self) -> None:

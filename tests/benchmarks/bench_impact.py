@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 import pygit2  # noqa: E402
 
 from engine.cli import main  # noqa: E402
+from engine.commands.buildcore import describe  # noqa: E402
 from tests.impact.gitrepo import commit, replace_in, shipped_files  # noqa: E402
 
 
@@ -70,6 +71,7 @@ def main_bench() -> int:
         teams = {t["team"]: t for t in replay["teams"]}
         print(f"exit status            {code}")
         print(f"cadence                {args.cadence}")
+        print(f"core                   {describe()}")
         print(f"replayed               {replay['horizon_s'] / 86400:.1f} days, {replay['tasks']:,} jobs, "
               f"{replay['capacity_gpus']['before']:,} GPUs, trace {replay['trace']}")
         print(f"wall time (whole cmd)  {wall:.1f} s   (target < 120 s)")

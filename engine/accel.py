@@ -98,11 +98,11 @@ def activate() -> Path | None:
         return None
     try:
         where = build_dir()
-    except OSError:  # sources unreadable: stay interpreted
+        if where is None or not (where / "complete").is_file():
+            return None
+        names = _extensions(where)
+    except OSError:  # sources or cache unreadable (e.g. no permission): stay interpreted
         return None
-    if where is None or not (where / "complete").is_file():
-        return None
-    names = _extensions(where)
     if names is None:
         return None
     _ACTIVE = _Finder(where, names)

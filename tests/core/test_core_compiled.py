@@ -109,3 +109,17 @@ def test_a_build_keeps_the_newest_builds_of_its_interpreter_only(tmp_path):
     removed = accel.prune(keep)
     assert removed == others[accel.KEEP - 1:]
     assert sorted(p for p in tmp_path.iterdir()) == sorted([keep, *others[:accel.KEEP - 1], foreign])
+
+
+def test_an_unreadable_cache_leaves_the_core_interpreted(tmp_path, monkeypatch):
+    def refused(*_args):
+        raise PermissionError(13, "Permission denied")
+
+    (tmp_path / "complete").write_text("")
+    monkeypatch.setattr(accel, "_ACTIVE", None)
+    monkeypatch.setenv("ALLOT_CORE", "")
+    monkeypatch.setattr(accel, "build_dir", refused)
+    assert accel.activate() is None
+    monkeypatch.setattr(accel, "build_dir", lambda: tmp_path)  # a build, unreadable inside
+    monkeypatch.setattr(accel, "_extensions", refused)
+    assert accel.activate() is None and accel.active() is None

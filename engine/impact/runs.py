@@ -70,31 +70,23 @@ def _fraction(now: float, end: float) -> float:
 def simulate_all(jobs: list[Job], parallel: bool = True,
                  progress: Progress | None = None) -> list[RunOutcome]:
     """Run every ``(config, trace, seed, cadence)``; in parallel worker processes when asked and the
-    machine allows it (:func:`engine.sim.forked.run_forked`: the inputs reach the workers
-    through the fork, not pickling; only the plain :class:`RunOutcome` comes back). Results
-    are identical either way: each run is deterministic and independent. ``progress`` gets
-    the fraction of every job's horizon simulated so far, every
-    :data:`~engine.sim.forked.POLL_S` seconds while workers run, or as each run here reports,
-    and once more at the end (all 1.0)."""
-    from engine.sim.forked import run_forked
+    machine allows it, else one after the other here (:func:`engine.sim.forked.run_all`: the
+    inputs reach the workers through the fork, not pickling; only the plain
+    :class:`RunOutcome` comes back). Results are identical either way: each run is
+    deterministic and independent. ``progress`` gets the fraction of every job's horizon
+    simulated so far as the runs report (polled from the workers every
+    :data:`~engine.sim.forked.POLL_S` seconds; a run not started yet counts 0), and once more
+    at the end (all 1.0)."""
+    from engine.sim.forked import run_all
 
-    results = None
-    if parallel:
-        def polled(pairs: list[tuple[float, float]]) -> None:
-            if progress:
-                progress([_fraction(now, end) for now, end in pairs])
+    done = [0.0] * len(jobs)
 
-        results = run_forked([_run(job) for job in jobs], polled if progress else None)
-    if results is None:  # one at a time, here
-        done = [0.0] * len(jobs)
-        results = []
-        for i, job in enumerate(jobs):
-            def report(now: float, end: float, i: int = i) -> None:
-                done[i] = _fraction(now, end)
-                if progress:
-                    progress(list(done))
+    def report(i: int, now: float, end: float) -> None:
+        done[i] = _fraction(now, end)
+        if progress:
+            progress(list(done))
 
-            results.append(outcome_of(*job, progress=report if progress else None))
+    results = run_all([_run(job) for job in jobs], report if progress else None, parallel)
     if progress:
         progress([1.0] * len(jobs))
     return results

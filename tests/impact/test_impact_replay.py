@@ -343,3 +343,23 @@ def test_a_start_day_past_the_trace_says_so(shift_repo, capsys):
                  shift_repo.head, "--trace", "helios", "--start-day", "500"]) == 1
     err = capsys.readouterr().err
     assert "--start-day: day 500 is past the last submission of helios (day 20.2); give an earlier --start-day" in err
+
+
+def test_a_replay_not_started_in_its_worker_shows_none_done(monkeypatch):
+    """Polled from the workers, a replay that has not reported yet, ``(0, 0)``, counts 0, not
+    done: a progress line that took it for done ended before either replay had begun."""
+    import engine.sim.forked as forked_module
+    from engine.impact.runs import simulate_all
+
+    polls = [[(0.0, 0.0), (0.0, 0.0)], [(30.0, 100.0), (0.0, 0.0)], [(100.0, 100.0), (50.0, 200.0)]]
+
+    def fake_run_forked(runs, polled, workers=None):
+        for pairs in polls:
+            polled(pairs)
+        return ["base", "head"]
+
+    monkeypatch.setattr(forked_module, "run_forked", fake_run_forked)
+    heard: list[list[float]] = []
+    jobs = [(None, None, 0, "interval")] * 2
+    assert simulate_all(jobs, parallel=True, progress=heard.append) == ["base", "head"]  # type: ignore[arg-type]
+    assert heard == [[0.3, 0.0], [1.0, 0.0], [1.0, 0.25], [1.0, 1.0]]

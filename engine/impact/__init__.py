@@ -5,7 +5,8 @@
   owners, principals; policy knobs).
 - :mod:`engine.impact.replay`: the same trace replayed under both revisions through the
   simulator, compared per team (delivered and entitled GPU-hours, waits, preemptions) and
-  cluster-wide.
+  cluster-wide; :mod:`engine.impact.window` picks the trace's days and their compression,
+  :mod:`engine.impact.runs` runs the two replays.
 - :mod:`engine.impact.report`: the Markdown pull-request comment and its JSON twin;
   :mod:`engine.impact.chart`: the PNG of the per-team change.
 

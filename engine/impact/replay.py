@@ -6,11 +6,12 @@ so the trace is prepared once per side from the *same* owner-to-leaf mapping:
 1. the trace is loaded (``--trace``: a bundled name such as ``philly`` or a file in the
    documented trace format; default :data:`DEFAULT_TRACE`, the simulator's default) from a
    start day: the one given, else for the default trace where the simulator's embedded
-   experiment starts (day 28 of Philly), else past the trace's ramp-up (:func:`ramp_up_day`);
+   experiment starts (day 28 of Philly), else past the trace's ramp-up (:func:`~engine.impact.window.ramp_up_day`;
+   steps 1 and 2 are :mod:`engine.impact.window`);
 2. ``days`` simulated days are cut (``days x factor`` days of trace time), their submit
    times compressed by ``factor`` so that those days offer ``demand_ratio`` times the *base*
    capacity (default 1.1 as in ``allot simulate``: queued demand then runs at 2-4x; see
-   :func:`window_for`); the head replays
+   :func:`~engine.impact.window.window_for`); the head replays
    the same submissions, so a capacity change in the head shows as more or less headroom,
    not as a different workload;
 3. the owner-to-leaf mapping is the one given (``--mapping``), else the bundled trace's own
@@ -39,13 +40,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from engine.errors import Problem, UserError
 from engine.impact.runs import Job, Progress, RunOutcome, simulate_all
+from engine.impact.window import DEFAULT_TRACE, bundled_mapping, load_replay_trace, window_for
 from engine.model import Config
 from engine.sim.trace import Trace
 
-DEFAULT_TRACE = "philly"
-RAMP_UP_SHARE = 0.01
 MIN_CHANGE_GPU_H = 0.05
 
 
@@ -154,86 +153,10 @@ class ReplayImpact:
 
 # ------------------------------------------------------------------------------ running
 
-def load_replay_trace(spec: ReplaySpec):
-    """The trace named by ``spec`` (default :data:`DEFAULT_TRACE`), from its start day.
-
-    ``start_day`` None: for the default trace, where ``allot simulate``'s embedded experiment
-    starts; for any other trace, past its ramp-up (:func:`ramp_up_day`)."""
-    from engine.sim.importers import load_trace
-
-    trace = load_trace(spec.trace or DEFAULT_TRACE)
-    start = spec.start_day
-    if start is None and spec.trace is None:
-        start = default_start_day()
-    if start is None:
-        start = ramp_up_day(trace)
-    if start and start * 86400.0 >= trace.span:
-        raise UserError([Problem("--start-day", 0, 0, f"day {start:g} is past the last submission of "
-                                 f"{trace.name} (day {trace.span / 86400.0:.1f})",
-                                 "give an earlier --start-day")])
-    if start:
-        trace = trace.window(start * 86400.0, None).with_meta(start_day=start)
-    return trace
-
-
-def bundled_mapping(name: str):
-    """The ``mapping.yaml`` shipped beside a bundled trace (``None`` for other traces)."""
-    from engine.sim.importers import BUNDLED
-
-    if name not in BUNDLED:
-        return None
-    path = BUNDLED[name][1].parent / "mapping.yaml"
-    return path if path.exists() else None
-
-
 def _fits(mapping: Mapping[str, str | None], config: Config) -> bool:
     """Whether every leaf a mapping names is a leaf of ``config``'s tree."""
     leaves = set(config.tree.leaves())
     return all(leaf is None or leaf in leaves for leaf in mapping.values())
-
-
-def default_start_day() -> float:
-    """Where the simulator's embedded default experiment starts its window of the default
-    trace (``allot simulate``'s ``DEFAULT["window"]``), in days."""
-    from engine.commands.simulate import DEFAULT
-    from engine.durations import parse_duration
-
-    return parse_duration(DEFAULT["window"].split(":")[0]) / 86400.0
-
-
-def ramp_up_day(trace) -> float:
-    """The whole day by which ``RAMP_UP_SHARE`` of the trace's jobs had been submitted.
-
-    Real traces often begin with days of near-silence while collection was being set up
-    (Philly's first 20 days hold 0.1% of its jobs); replaying those measures nothing."""
-    if not trace.tasks:
-        return 0.0
-    index = min(len(trace.tasks) - 1, int(RAMP_UP_SHARE * len(trace.tasks)))
-    return float(int(trace.tasks[index].submit // 86400.0))
-
-
-def window_for(trace, capacity_gpus: int, spec: ReplaySpec) -> tuple[Any, float]:
-    """Cut and compress the trace: returns (window of the trace, compression factor ``f``).
-
-    The window covers ``days * f`` days of trace time, which compress to ``days`` simulated
-    days; ``f`` is chosen so that the window itself offers ``demand_ratio`` times
-    ``capacity_gpus`` (:func:`~engine.sim.prepare.window_compression`; 1 when no ratio is
-    asked). Without ``days`` (the whole trace) ``f`` is chosen on the whole rest of the trace.
-    (Choosing it on the rest of the trace for a few days' window, as a first version did,
-    replayed Philly's first simulated day from day 28 at 0.50x capacity instead of 1.1x, and
-    its first 3 days at 0.90x.) When the trace ends earlier, the tail of the horizon has no
-    submissions (a note says so).
-    """
-    from engine.sim.prepare import compression_for_ratio, window_compression
-
-    factor = 1.0
-    if spec.demand_ratio and spec.days:
-        factor = window_compression(trace, capacity_gpus, spec.days * 86400.0, spec.demand_ratio)
-    elif spec.demand_ratio:
-        factor = compression_for_ratio(trace, capacity_gpus, spec.demand_ratio)
-    if spec.days:
-        trace = trace.window(0.0, spec.days * 86400.0 * factor)
-    return trace, factor
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from engine.impact.chart import MAX_BARS, bars, write_chart
-from engine.impact.replay import (Pair, ReplayImpact, ReplaySpec, TeamImpact, ramp_up_day,
-                                  run_replay)
+from engine.impact.replay import Pair, ReplayImpact, ReplaySpec, TeamImpact, run_replay
+from engine.impact.window import ramp_up_day
 from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy, Principal
 from engine.sim.trace import Task, Trace
 
@@ -309,7 +309,7 @@ def test_a_replay_of_a_few_days_offers_the_demand_asked_in_those_days():
     """The compression is chosen on the replayed window itself: a trace that starts quiet and
     gets busy still offers ``demand_ratio`` x capacity over the first simulated day (chosen
     on the whole trace, that day offered a third of it)."""
-    from engine.impact.replay import window_for
+    from engine.impact.window import window_for
     from engine.sim.prepare import compress, demand_ratio
 
     quiet = [Task(f"q{i}", i * 3600.0, 1, 1, 1800.0, "x", leaf="x") for i in range(48)]
@@ -328,7 +328,7 @@ def test_a_replay_of_a_few_days_offers_the_demand_asked_in_those_days():
 
 def test_a_window_that_cannot_offer_the_demand_is_refused():
     from engine.errors import UserError
-    from engine.impact.replay import window_for
+    from engine.impact.window import window_for
 
     trace = Trace.of([Task("a", 0.0, 1, 1, 60.0, "x", leaf="x")])
     with pytest.raises(UserError, match="cannot reach demand ratio 1.1"):

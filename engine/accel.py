@@ -9,8 +9,9 @@ in a directory of the cache named after a hash of every source file of the packa
 (:func:`engine.cache.code_hash`). At import, :func:`activate` (called by
 ``engine/__init__.py``) loads those extensions in place of the modules' sources, but only
 when the directory for the sources as they are now exists: after any edit the interpreted
-core runs again until the next build, so a stale build is never used. ``ALLOT_CORE=python``
-keeps the interpreted core whatever is built.
+core runs again until the next build, so a stale build is never used (where the cache holds no
+build for this interpreter at all, the sources are not even hashed: start-up pays nothing).
+``ALLOT_CORE=python`` keeps the interpreted core whatever is built.
 
 Same decisions: it is the same code. The build changes no source, and the compiler checks
 the annotations at run time (a value of another type than declared raises ``TypeError``
@@ -56,6 +57,11 @@ def build_dir(root: Path | None = None) -> Path | None:
     return None if where is None else where / f"{PREFIX}{code_hash()[:24]}-{TAG}"
 
 
+def built(where: Path | None) -> bool:
+    """Is ``where`` a finished build (its modules all made: :func:`build` marks it last)?"""
+    return where is not None and (where / "complete").is_file()
+
+
 class _Finder:
     """A finder of ``sys.meta_path`` (it needs only ``find_spec``) for the compiled modules
     of one build: ``engine.core.<name>`` and the library they share (mypyc's
@@ -97,8 +103,12 @@ def activate() -> Path | None:
     if declined():
         return None
     try:
-        where = build_dir()
-        if where is None or not (where / "complete").is_file():
+        root = cache_dir()
+        # (no build of this interpreter's at all, the usual case: the sources are not hashed)
+        if root is None or next(root.glob(f"{PREFIX}*-{TAG}"), None) is None:
+            return None
+        where = build_dir(root)
+        if where is None or not built(where):
             return None
         names = _extensions(where)
     except OSError:  # sources or cache unreadable (e.g. no permission): stay interpreted
@@ -141,7 +151,7 @@ def build(root: Path | None = None, say: Callable[[str], None] = lambda _: None,
     where = build_dir(root)
     if where is None:
         raise BuildError("no cache directory: set ALLOT_CACHE_DIR to a writable directory")
-    if (where / "complete").is_file() and not force:
+    if built(where) and not force:
         say(f"already built for these sources: {where}")
         return where
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]  # (e.g. "gcc -pthread")
@@ -169,7 +179,7 @@ def build(root: Path | None = None, say: Callable[[str], None] = lambda _: None,
         if _extensions(out) is None:
             raise BuildError(f"mypyc made no module for some of: {', '.join(modules())}")
         (out / "complete").write_text("engine.core compiled by mypyc\n")
-        if (where / "complete").is_file() and not force:
+        if built(where) and not force:
             say(f"built meanwhile by another process: {where}")  # (kept: it may be loading it)
             return where
         if where.exists():

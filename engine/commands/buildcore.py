@@ -38,9 +38,9 @@ def describe() -> str:
 def run(args: argparse.Namespace) -> int:
     where = accel.build_dir()
     if args.check:
-        built = where is not None and (where / "complete").is_file()
-        print(f"core: {describe()}; build for these sources: {where if built else 'none'}")
-        return 0 if built else 1
+        found = accel.built(where)
+        print(f"core: {describe()}; build for these sources: {where if found else 'none'}")
+        return 0 if found else 1
     try:
         accel.build(say=lambda line: print(line, file=sys.stderr), force=args.force)
     except accel.BuildError as err:

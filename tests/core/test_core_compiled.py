@@ -40,17 +40,23 @@ def built(tmp_path_factory) -> Path:
     return cache
 
 
-def _probe(cache: Path, **env: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "tests.core.compiled_probe"], cwd=ROOT,
-                          env={**os.environ, "ALLOT_CACHE_DIR": str(cache), **env},
+def _python(module: str, *args: str, cache: Path, core: str) -> subprocess.CompletedProcess:
+    """``python -m module args`` in a fresh interpreter, with that cache and ``ALLOT_CORE``
+    (``""``: the compiled core where built; the suite's conftest asks for the interpreted one)."""
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT,
+                          env={**os.environ, "ALLOT_CACHE_DIR": str(cache), "ALLOT_CORE": core},
                           capture_output=True, text=True, timeout=600)
+
+
+def _probe(cache: Path, core: str) -> dict:
+    done = _python("tests.core.compiled_probe", cache=cache, core=core)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def test_the_compiled_core_decides_what_the_interpreted_one_does(built):
-    compiled = _probe(built, ALLOT_CORE="")  # (the suite's conftest asks for the interpreted one)
-    interpreted = _probe(built, ALLOT_CORE="python")
+    compiled = _probe(built, core="")
+    interpreted = _probe(built, core="python")
     assert compiled.pop("active") == str(accel.build_dir(built))
     assert compiled.pop("decide_from").endswith(accel.SUFFIX)
     assert (interpreted.pop("active"), interpreted.pop("decide_from")) == ("None", "decide.py")
@@ -68,9 +74,7 @@ def test_a_build_serves_only_the_sources_it_was_built_from(built, monkeypatch):
 
 def test_build_core_check_says_which_core_runs(built, tmp_path):
     def check(cache: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "engine.cli", "build-core", "--check"], cwd=ROOT,
-                              env={**os.environ, "ALLOT_CACHE_DIR": str(cache), "ALLOT_CORE": ""},
-                              capture_output=True, text=True, timeout=120)
+        return _python("engine.cli", "build-core", "--check", cache=cache, core="")
 
     found = check(built)
     assert found.returncode == 0 and found.stdout.startswith("core: compiled (")
@@ -80,12 +84,9 @@ def test_build_core_check_says_which_core_runs(built, tmp_path):
 
 def test_allot_simulate_names_the_compiled_core_on_its_wall_line(built, tmp_path):
     def wall(cache: Path, core: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "engine.cli", "simulate", "--trace", "synthetic", "--days", "0.2",
-             "--tasks", "300", "--cluster", "h100:4", "--baseline", "none", "--no-pictures",
-             "--out", str(tmp_path / "out")],
-            cwd=ROOT, env={**os.environ, "ALLOT_CACHE_DIR": str(cache), "ALLOT_CORE": core},
-            capture_output=True, text=True, timeout=300)
+        done = _python("engine.cli", "simulate", "--trace", "synthetic", "--days", "0.2", "--tasks",
+                       "300", "--cluster", "h100:4", "--baseline", "none", "--no-pictures",
+                       "--out", str(tmp_path / "out"), cache=cache, core=core)
         assert done.returncode == 0, done.stderr
         return next(line for line in done.stdout.splitlines() if line.startswith("wall: "))
 
@@ -115,11 +116,34 @@ def test_an_unreadable_cache_leaves_the_core_interpreted(tmp_path, monkeypatch):
     def refused(*_args):
         raise PermissionError(13, "Permission denied")
 
+    class Unreadable(type(tmp_path)):  # type: ignore[misc]  # (a Path whose listing is refused)
+        glob = refused
+
+    cache = tmp_path / "cache"
+    (cache / f"{accel.PREFIX}some-build-{accel.TAG}").mkdir(parents=True)  # (a build to look at)
     (tmp_path / "complete").write_text("")
     monkeypatch.setattr(accel, "_ACTIVE", None)
     monkeypatch.setenv("ALLOT_CORE", "")
+    monkeypatch.setattr(accel, "cache_dir", lambda: Unreadable(cache))
+    assert accel.activate() is None  # the cache cannot be listed
+    monkeypatch.setattr(accel, "cache_dir", lambda: cache)
     monkeypatch.setattr(accel, "build_dir", refused)
-    assert accel.activate() is None
-    monkeypatch.setattr(accel, "build_dir", lambda: tmp_path)  # a build, unreadable inside
+    assert accel.activate() is None  # the sources cannot be hashed
+    monkeypatch.setattr(accel, "build_dir", lambda root: tmp_path)  # a build, unreadable inside
     monkeypatch.setattr(accel, "_extensions", refused)
     assert accel.activate() is None and accel.active() is None
+    monkeypatch.setattr(accel, "_extensions", lambda where: {})  # readable: the finder goes in
+    assert accel.activate() == tmp_path
+    sys.meta_path.remove(accel._ACTIVE)
+
+
+def test_without_any_build_the_sources_are_not_hashed_at_import(tmp_path, monkeypatch):
+    def hashed():
+        raise AssertionError("hashed the sources")
+
+    monkeypatch.setattr(accel, "_ACTIVE", None)
+    monkeypatch.setenv("ALLOT_CORE", "")
+    monkeypatch.setattr(accel, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(accel, "code_hash", hashed)
+    (tmp_path / f"{accel.PREFIX}built-by-another-python-cpython-0").mkdir()
+    assert accel.activate() is None

@@ -40,11 +40,12 @@ def built(tmp_path_factory) -> Path:
     return cache
 
 
-def _python(module: str, *args: str, cache: Path, core: str) -> subprocess.CompletedProcess:
+def _python(module: str, *args: str, cache: Path, core: str, **env: str) -> subprocess.CompletedProcess:
     """``python -m module args`` in a fresh interpreter, with that cache and ``ALLOT_CORE``
-    (``""``: the compiled core where built; the suite's conftest asks for the interpreted one)."""
+    (``""``: the compiled core where built; the suite's conftest asks for the interpreted one)
+    and any other variables in ``env``."""
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT,
-                          env={**os.environ, "ALLOT_CACHE_DIR": str(cache), "ALLOT_CORE": core},
+                          env={**os.environ, "ALLOT_CACHE_DIR": str(cache), "ALLOT_CORE": core, **env},
                           capture_output=True, text=True, timeout=600)
 
 
@@ -147,3 +148,12 @@ def test_without_any_build_the_sources_are_not_hashed_at_import(tmp_path, monkey
     monkeypatch.setattr(accel, "code_hash", hashed)
     (tmp_path / f"{accel.PREFIX}built-by-another-python-cpython-0").mkdir()
     assert accel.activate() is None
+
+
+def test_a_build_without_a_compiler_says_what_to_do_and_changes_nothing(tmp_path):
+    done = _python("engine.cli", "build-core", cache=tmp_path / "cache", core="",
+                   PATH=str(tmp_path))  # (no compiler on it)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("engine/core: no C compiler found: install one (e.g. gcc)")
+    assert "the interpreted core keeps working; nothing was changed" in done.stderr
+    assert not (tmp_path / "cache").exists()

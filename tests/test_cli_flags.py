@@ -121,3 +121,18 @@ def test_a_flag_that_does_nothing_for_the_chosen_trace_is_reported(capsys):
     err = capsys.readouterr().err
     assert [line.split(":")[0] for line in err.splitlines()[:-1]] == ["--tree", "--warmup", "--window"]
     assert err.splitlines()[-1] == "3 problems found"
+
+
+def test_every_help_text_renders(capsys):
+    """``allot --help``, ``allot`` alone and every ``allot COMMAND --help`` print their help
+    (a bare ``%`` in a help string once made the first two a traceback: argparse formats it)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for argv in [["--help"], *([name, "--help"] for name in sub.choices)]:
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 0, argv
+        out = capsys.readouterr().out
+        assert out.startswith("usage: allot"), argv
+    assert main([]) != 0
+    assert "build-core" in capsys.readouterr().out

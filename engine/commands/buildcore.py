@@ -18,7 +18,7 @@ from engine.errors import Problem, UserError
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "build-core",
-        help="compile the decision core with mypyc (about 30% less time per decision)",
+        help="compile the decision core with mypyc (about 30%% less time per decision)",
         description="Compile engine.core with mypyc into the cache directory, for the sources "
                     "as they are; later commands load it (ALLOT_CORE=python: never). Needs a C "
                     "compiler, Python's headers and mypy; about 40 s.",

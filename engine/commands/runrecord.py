@@ -56,12 +56,16 @@ def fingerprint(config: Config, trace) -> dict[str, str]:
     """Hashes of the configuration (as the views' JSON, but for where it was read from: the
     same files elsewhere are the same configuration) and of the prepared trace's tasks and
     node failures (their reprs: frozen dataclasses of plain values)."""
+    body = repr((trace.tasks, trace.failures))
+    return {"config": fingerprint_config(config), "trace": hashlib.sha256(body.encode()).hexdigest()}
+
+
+def fingerprint_config(config: Config) -> str:
+    """:func:`fingerprint`'s hash of the configuration alone."""
     from engine.views.codec import config_to_dict
 
     text = json.dumps({k: v for k, v in config_to_dict(config).items() if k != "origin"}, sort_keys=True)
-    body = repr((trace.tasks, trace.failures))
-    return {"config": hashlib.sha256(text.encode()).hexdigest(),
-            "trace": hashlib.sha256(body.encode()).hexdigest()}
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _absolute(path: str | None) -> str | None:
@@ -180,6 +184,33 @@ def replay(directory: str | Path, at: float | None,
                                  f"so its run cannot be shown", f"run allot {rec['command']} again")
                          for k in changed])
     return simulate(config, trace, scheduler, seed=seed, horizon=at, options=SimOptions(cadence=cadence))
+
+
+def sources(rec: dict[str, Any], root: str | None = None) -> dict[str, Any]:
+    """What the recorded run's inputs read outside the record, as they are now, cheaply: the
+    configuration's fingerprint for ``allot simulate`` (its files can be edited, and ``--rev``
+    may name a branch that moved; an ``allot impact`` record names commits, which cannot
+    change), and a hash of the trace and mapping files it names. Part of the key under which
+    the views keep a state of the run (:mod:`engine.views.source`), so that a kept state is
+    never shown for inputs that changed: the replay then refuses, saying what changed. Values
+    that cannot be read give None (the replay says why)."""
+    from engine.commands.simulate import knob_values
+    from engine.loader import load_config
+
+    flags = rec.get("flags", {})
+    out: dict[str, Any] = {}
+    for name in ("trace", "mapping"):
+        ref = flags.get(name)
+        if isinstance(ref, str) and Path(ref).is_file():
+            out[name] = hashlib.sha256(Path(ref).read_bytes()).hexdigest()
+    if rec.get("command") == "simulate":
+        try:
+            config = load_config(root or flags.get("root"), rev=flags.get("rev"),
+                                 overrides=knob_values(flags.get("set") or []))
+            out["config"] = fingerprint_config(config)
+        except (UserError, TypeError, ValueError, OSError):
+            out["config"] = None
+    return out
 
 
 def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:

@@ -229,13 +229,15 @@ def _report_state(directory: str, at: float | None, show: SimProgress, fresh: bo
     """The state at ``at`` of the budget run an ``allot simulate`` or ``allot impact`` report
     recorded (:mod:`engine.commands.runrecord`; ``root``: ``--config``, where its configuration
     is now if not where it was recorded), kept like the embedded default's: the record (flags
-    and fingerprints of its inputs) and the instant are the key (the same run wherever its
-    configuration is read from: the fingerprints see to that)."""
+    and fingerprints of its inputs), the instant and its inputs as they are now
+    (:func:`~engine.commands.runrecord.sources`) are the key: the same run wherever its
+    configuration is read from (the fingerprints see to that), and never a kept state for
+    inputs edited since (the replay then refuses)."""
     from engine.commands import runrecord
     from engine.views.simstate import state_from_sim
 
     rec = runrecord.read(directory)
-    key = statecache.state_key({"report": rec, "at": at})
+    key = statecache.state_key({"report": rec, "at": at, "sources": runrecord.sources(rec, root)})
     show.what = f"the budget run of {directory}"
     return _kept_or_run(key, show, fresh, scheduler, lambda sched: state_from_sim(runrecord.replay(
         directory, at, progress=show, rec=rec, root=root, scheduler=sched), run_s=float(rec["horizon_s"])))

@@ -75,9 +75,12 @@ def test_the_state_at_an_instant_holds_the_work_submitted_and_not_ended_then(cap
 
 
 def test_a_run_whose_inputs_changed_is_not_shown(capsys, tmp_path):
+    """Not even from the states kept for the views (the key holds the inputs as they are)."""
     for part in ("budgets", "policies"):
         shutil.copytree(REPO / part, tmp_path / "cfg" / part)
     _simulate(capsys, tmp_path / "out", "--root", str(tmp_path / "cfg"))
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path / "out"))  # (its state now kept)
+    assert code == 0, err
     policy = tmp_path / "cfg" / "policies" / "scheduling.yaml"
     policy.write_text(policy.read_text().replace("reservations: 8", "reservations: 4"))
     code, _, err = _run(capsys, "queue", "--report", str(tmp_path / "out"))

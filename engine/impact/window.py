@@ -18,13 +18,13 @@ RAMP_UP_SHARE = 0.01
 def load_replay_trace(spec: ReplaySpec):
     """The trace named by ``spec`` (default :data:`DEFAULT_TRACE`), from its start day.
 
-    ``start_day`` None: for the default trace, where ``allot simulate``'s embedded experiment
-    starts; for any other trace, past its ramp-up (:func:`ramp_up_day`)."""
+    ``start_day`` None: for the default trace (named or not), where ``allot simulate``'s
+    embedded experiment starts; for any other trace, past its ramp-up (:func:`ramp_up_day`)."""
     from engine.sim.importers import load_trace
 
     trace = load_trace(spec.trace or DEFAULT_TRACE)
     start = spec.start_day
-    if start is None and spec.trace is None:
+    if start is None and (spec.trace or DEFAULT_TRACE) == DEFAULT_TRACE:  # (named or not)
         start = default_start_day()
     if start is None:
         start = ramp_up_day(trace)

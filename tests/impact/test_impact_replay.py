@@ -100,6 +100,16 @@ def test_owners_without_leaves_are_mapped_once_against_the_base_tree(tmp_path):
     assert teams["x"].delivered.before > 0 and teams["y"].delivered.before > 0
 
 
+def test_the_default_trace_starts_where_the_default_experiment_does_named_or_not():
+    from engine.impact.replay import ReplaySpec
+    from engine.impact.window import default_start_day, load_replay_trace
+
+    days = {name: load_replay_trace(ReplaySpec(trace=name)).meta.get("start_day")
+            for name in (None, "philly", "helios")}
+    assert days[None] == days["philly"] == default_start_day() == 42.0
+    assert days["helios"] != days["philly"]  # (another trace: past its ramp-up)
+
+
 def test_ramp_up_day_skips_a_near_silent_start():
     quiet = [Task(f"q{i}", i * 86400.0, 1, 1, 60.0, "o") for i in range(3)]
     busy = [Task(f"b{i}", 5 * 86400.0 + i, 1, 1, 60.0, "o") for i in range(997)]

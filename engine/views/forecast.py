@@ -18,7 +18,7 @@ Assumptions (printed with every forecast): no new submissions (work submitted la
 better rank would start earlier and may delay this one); each running workload ends at its
 expected end (the simulator knows exact runtimes; the reconciler does not, and then a running
 workload is assumed to run until preempted); each pending workload, once started, runs for its
-expected runtime (unknown: its min runtime, or the policy's default min runtime if it has none);
+expected runtime (unknown: its min runtime, or the policy's default min runtime when that is 0);
 no node fails or is repaired. Nodes of a live cluster are renamed to the simulator's scheme
 (``{cluster}-n{index}``, grouped by topology domain).
 """
@@ -169,7 +169,7 @@ def assumptions(state: ViewState, horizon_s: float) -> list[str]:
            ("running workloads end at their expected end and pending ones run for their expected "
             f"runtime ({known})" if known else
             "running workloads without a declared end run until preempted; pending workloads run for "
-            "their min runtime (or the policy's default min runtime when they have none)"),
+            "their min runtime (or the policy's default min runtime when it is 0: free work)"),
            "no node fails or is repaired during the forecast; unhealthy nodes stay out of service",
            f"scheduling passes every {format_duration(state.config.policy.scheduling_interval_s)} as "
            f"configured; the forecast looks {format_duration(horizon_s)} ahead"]
@@ -196,7 +196,7 @@ def forecast(state: ViewState, targets: Iterable[str] | None = None, *,
         tasks.append(_task(r.workload, now, runtime))
     for w in state.snapshot.pending:
         c = w.contract
-        runtime = state.expected.get(w.id) or max(c.min_runtime_s, default_rt)
+        runtime = state.expected.get(w.id) or c.min_runtime_s or default_rt
         tasks.append(_task(w, now, max(runtime, 1e-3)))
     fails = [NodeFailure(first + 1e-3, mapping[n.name], big) for n in state.snapshot.nodes if not n.healthy]
     trace = Trace.of(tasks, fails, "forecast", {"horizon": now + horizon_s})

@@ -63,3 +63,17 @@ def test_a_job_that_never_fits_in_the_horizon_has_no_start():
     fc = forecast(state, ["a-job"], horizon_s=3600)
     assert fc.starts["a-job"] is None and fc.outcome["a-job"] == "waiting"
     assert fc.to_dict()["forecast"][0]["wait_s"] is None
+
+
+def test_live_queued_work_runs_for_its_min_runtime_or_else_the_default():
+    """Without expected runtimes (a live cluster), queued work is assumed to run for its min
+    runtime, and for the policy's default min runtime (1h) when it has none (free work)."""
+    data = {"budgets": {"A": 100}, "nodes": [{"name": "c-n0000"}], "now": 0.0,
+            "pending": [{"id": "a-first", "budget": "A", "min": "15m", "gpus": 8, "submitted": 0},
+                        {"id": "a-free", "budget": "A", "min": "0", "gpus": 8, "submitted": 1},
+                        {"id": "a-last", "budget": "A", "min": "1h", "gpus": 8, "submitted": 2}]}
+    snapshot, config, now = build_scenario(data)
+    assert config.policy.default_min_runtime_s == 3600.0
+    fc = forecast(ViewState("scenario", now, config, snapshot), horizon_s=6 * 3600)
+    # (funded work first: a-last follows a-first's 15 min, free a-free a-last's hour)
+    assert fc.starts == {"a-first": 0.0, "a-last": 900.0, "a-free": 900.0 + 3600.0}

@@ -43,6 +43,7 @@ class LeaderElector:
         self._renewed_at: float | None = None
         self.holder: str | None = None
         self.transitions = 0
+        self.error: str | None = None  # why the last round could not read or write the Lease
 
     def is_leader(self) -> bool:
         """True while the last renewal is younger than the renew deadline."""
@@ -64,6 +65,7 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         """One election round; True when this instance is the leader afterwards."""
         now = self.clock()
+        self.error = None
         try:
             lease = self.client.get("leases", self.namespace, self.name)
             if lease is None:
@@ -94,6 +96,7 @@ class LeaderElector:
             return False
         except ApiError as err:
             log.warning("lease %s/%s: %s", self.namespace, self.name, err)
+            self.error = str(err)
             return self.is_leader()
 
     def _won(self, now: float, how: str) -> bool:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from engine.core.decide import decide
-from engine.core.types import Admit, Decision
+from engine.core.types import Admit, Decision, Reject
 from engine.k8s import marks
 from engine.k8s.apply import Applier, ApplyResult
 from engine.k8s.client import ApiError, Gone, KubeClient, Watch
@@ -164,6 +164,9 @@ class Reconciler:
         if not leader:
             self.ledger = None  # reload when leadership comes back: the leader charges
             self.health.ready, self.health.reason = True, "standby"
+            lease = f"the Lease {self.elector.namespace}/{self.elector.name}"
+            report.error = (f"cannot read or write {lease}: {self.elector.error}" if self.elector.error
+                            else f"not the leader: {lease} is held by {self.elector.holder or 'another instance'}")
             return report
         try:
             ns = self.options.watch_namespace
@@ -193,7 +196,10 @@ class Reconciler:
         report.acted = True
         moved_in = len(result.admitted)
         moved_out = len(result.preempted) + len(result.evicted)
-        report.pending = len(obs.snapshot.pending) - moved_in + moved_out - len(result.rejected)
+        # (a rejected Job stays suspended and is offered again each pass, but it is not queued:
+        # the decision rejects it every pass, though it is written only the first time)
+        rejected = sum(isinstance(a, Reject) for a in decision.actions)
+        report.pending = len(obs.snapshot.pending) - moved_in + moved_out - rejected
         report.running = len(obs.snapshot.running) + moved_in - moved_out
         report.duration_s = time.perf_counter() - started
         self.passes += 1

@@ -65,6 +65,29 @@ def test_reconcile_once_without_a_valid_policy_fails_cleanly(env, kube_kubeconfi
     assert "invalid" in capsys.readouterr().err
 
 
+def test_reconcile_once_says_why_it_did_not_lead(env, kube_kubeconfig, tmp_path, capsys):
+    """A pass not run for want of the Lease says whether another instance holds it or the
+    API could not be reached, not one word for both."""
+    now = marks.format_micro_time(T0)
+    env.emu.create({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "allot-reconciler", "namespace": POLICY_NS},
+        "spec": {"holderIdentity": "allot-other-pod", "leaseDurationSeconds": 3600,
+                 "acquireTime": now, "renewTime": marks.format_micro_time(T0 + 10 ** 9)}})
+    args = ["reconcile", "--once", "--policy-repo", str(env.policy_root), "--namespace", POLICY_NS]
+    assert main([*args, "--kubeconfig", str(kube_kubeconfig)]) == 1
+    assert (f"allot reconcile: pass not run: not the leader: the Lease {POLICY_NS}/allot-reconciler "
+            f"is held by allot-other-pod") in capsys.readouterr().err.splitlines()
+    text = kube_kubeconfig.read_text()
+    server = next(line.split("server:", 1)[1].strip() for line in text.splitlines() if "server:" in line)
+    away = tmp_path / "away"  # (nothing listens on port 1)
+    away.write_text(text.replace(server, "http://127.0.0.1:1"))
+    assert main([*args, "--kubeconfig", str(away)]) == 1
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("allot reconcile:")]
+    assert len(said) == 1 and said[0].startswith(
+        f"allot reconcile: pass not run: cannot read or write the Lease {POLICY_NS}/allot-reconciler: "), said
+
+
 def test_reconcile_with_an_unreadable_kubeconfig_is_a_user_error(tmp_path, capsys):
     bad = tmp_path / "kubeconfig"
     bad.write_text("not: [a kubeconfig")

@@ -178,6 +178,7 @@ def test_bad_contract_is_rejected_with_an_event_and_never_admitted(env):
     r = env.reconciler()
     report = r.run_pass()
     assert sorted(report.result.rejected) == ["team-a/greedy", "team-a/typo"]
+    assert report.pending == 0 and r.metrics.get("allot_queue_length") == 0  # (not queued)
     for name, words in (("typo", "team-aa"), ("greedy", "8h")):
         j = env.job("team-a", name)
         assert j["spec"]["suspend"] is True
@@ -185,7 +186,9 @@ def test_bad_contract_is_rejected_with_an_event_and_never_admitted(env):
         (ev,) = events_for(env.emu, name, "Rejected")
         assert ev["type"] == "Warning" and words in ev["message"]
     env.advance(120)
-    assert r.run_pass().result.rejected == []  # already said: no new Event
+    again = r.run_pass()
+    assert again.result.rejected == []  # already said: no new Event
+    assert again.pending == 0 and r.metrics.get("allot_queue_length") == 0  # (still not queued)
     assert len(events_for(env.emu, "typo", "Rejected")) == 1
     assert env.admissions("team-a", "typo") == 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -86,12 +87,12 @@ def validate(doc: Document, expected: tuple[str, ...]) -> list[Problem]:
     for error in errors:
         hint = _first_sentence(error.schema.get("description", "")) if isinstance(error.schema, dict) else ""
         problems.extend(p if p.hint or not hint else replace(p, hint=hint) for p in _problems(doc, error))
-    return problems
+    return list(dict.fromkeys(problems))  # (one value can break two rules in the same words)
 
 
 def _first_sentence(text: str) -> str:
     """The first sentence of a schema description, used as the hint of a problem."""
-    head = text.split(". ")[0].strip().rstrip(".")
+    head = re.split(r"\.\s+(?=[A-Z])", text)[0].strip().rstrip(".")  # (not at "e.g. `7d`")
     return head[0].lower() + head[1:] if head else ""
 
 
@@ -119,6 +120,15 @@ def _problems(doc: Document, error: ValidationError) -> list[Problem]:
     if rule == "required" and isinstance(value, dict):
         return [doc.problem(path, f"missing required field {req!r} in {name}",
                             f"add '{req}:'", code="schema") for req in arg if req not in value]
+    if schema.get("title") == "Duration" and rule in ("type", "minimum", "maximum"):
+        # (a number: only a bare 0 is a duration; parse_duration says what else is wrong)
+        try:
+            parse_duration(value)
+            reason, hint = f"{value!r} is not a valid duration", ""
+        except ValueError as err:
+            reason, _, hint = str(err).partition("; ")
+        return [doc.problem(path, f"{name}: {reason}", hint or "write e.g. '7d', '8h', '15m', '90s' or '1h30m'",
+                            code="schema")]
     if rule == "type":
         words = " or ".join(_TYPE_WORDS.get(t, t) for t in ([arg] if isinstance(arg, str) else arg))
         return [doc.problem(path, f"{name} must be {words}, got {describe(value)}", code="schema")]

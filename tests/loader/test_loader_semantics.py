@@ -27,6 +27,13 @@ def test_shares_within_tolerance_are_accepted(base_copy):
     assert load_config(base_copy).tree.nodes["a1"].share_pct == pytest.approx(69.9999999)
 
 
+def test_a_bare_zero_is_a_duration_quoted_or_not(base_copy):
+    policy = base_copy / "policies" / "scheduling.yaml"
+    _edit(policy, "billing:", "preemption:\n  gracePeriod: 0\ndebug:\n  maxMinRuntime: '0'\nbilling:")
+    config = load_config(base_copy)
+    assert config.policy.preemption_grace_s == 0.0 and config.policy.debug.max_min_runtime_s == 0.0
+
+
 def test_thirds_sum_to_100_within_tolerance(base_copy):
     alpha = base_copy / "budgets" / "alpha.yaml"
     _edit(alpha, "share: 70", "share: 33.3333333")
@@ -110,3 +117,11 @@ def test_whole_base_is_untouched_by_loading(base_copy):
     load_config(base_copy)
     assert before == {p: p.read_bytes() for p in base_copy.rglob("*") if p.is_file()}
     assert (BASE / "budgets" / "root.yaml").is_file()
+
+
+def test_a_schema_description_gives_its_whole_first_sentence_as_the_hint():
+    from engine.loader.schema import _first_sentence
+
+    assert _first_sentence("A duration: parts, e.g. `7d`, `8h`; units w, d. More here.") == \
+        "a duration: parts, e.g. `7d`, `8h`; units w, d"
+    assert _first_sentence("") == ""

@@ -178,6 +178,48 @@ def _check_trace_flags(args: argparse.Namespace) -> None:
                          for flag in given])
 
 
+def knob_problems(flag: str, point: list[tuple[str, str]], overrides: dict[str, object],
+                  root: str | None, rev: str | None) -> list[Problem]:
+    """The problems of the configuration with ``overrides`` (the knobs of ``point``, as
+    ``KNOB``, ``VALUE`` texts, set), each said of ``flag`` and those values rather than of the
+    policy file, which holds another value: ``--set placement.loans=maybe: placement.loans
+    must be true or false, got string 'maybe' (the knob is at policies/scheduling.yaml:38)``.
+    An unknown knob is said as it is. None when the configuration loads."""
+    from engine.loader import load_config
+
+    try:
+        load_config(root, rev=rev, overrides=overrides)
+    except UserError as err:
+        where = ", ".join(f"{k}={v}" for k, v in point)
+        return [Problem(flag, 0, 0, (p.message if p.code == "unknown-knob" else f"{where}: {p.message}")
+                        + (f" (the knob is at {p.file}:{p.line})" if p.line else ""), p.hint, p.code)
+                for p in err.problems]
+    return []
+
+
+def load_with_settings(root: str | None, rev: str | None, settings: list[str]):
+    """The configuration at ``root`` (``rev``) with ``--set`` ``settings``: the files' own
+    problems as they are, then every refused setting at once, each said of ``--set``
+    (:func:`knob_problems`), first each setting alone, then all together (a rule may relate
+    two knobs)."""
+    from engine.loader import load_config
+
+    if not settings:
+        return load_config(root, rev=rev)
+    values = knob_values(settings)
+    try:
+        return load_config(root, rev=rev, overrides=values)
+    except UserError:
+        pass
+    load_config(root, rev=rev)  # (the files' own problems, as they are)
+    point = [(k, item.partition("=")[2]) for k, item in zip(values, settings)]
+    problems: list[Problem] = []
+    for (k, v), item in zip(point, settings):
+        problems += [p for p in knob_problems("--set", [(k, v)], knob_values([item]), root, rev)
+                     if p not in problems]
+    raise UserError(problems or knob_problems("--set", point, values, root, rev))
+
+
 def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, object] | None = None):
     """(config, prepared trace) from the parsed flags (``overrides``: the knobs set, instead
     of ``--set``'s)."""
@@ -189,8 +231,8 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     from engine.sim.synthetic import synthetic_trace
 
     _check_trace_flags(args)
-    config = load_config(args.root, rev=args.rev,
-                         overrides=knob_values(args.set) if overrides is None else overrides)
+    config = (load_with_settings(args.root, args.rev, args.set) if overrides is None
+              else load_config(args.root, rev=args.rev, overrides=overrides))
     bundled = args.trace in BUNDLED and not args.trace_format
     cluster = args.cluster if args.cluster is not None else (DEFAULT["cluster"] if bundled else None)
     config = with_clusters(config, cluster)

@@ -39,7 +39,8 @@ from typing import Any, Callable
 
 from engine.commands import output_dir, runrecord
 from engine.commands.progress import bar
-from engine.commands.simulate import Progress, build_experiment_inputs, knob_values
+from engine.commands.simulate import (Progress, build_experiment_inputs, knob_problems, knob_values,
+                                      load_with_settings)
 from engine.errors import Problem, UserError
 
 DEFAULT_OUT = "allot-sweep"
@@ -106,27 +107,19 @@ def check(args: argparse.Namespace, grid: list[list[tuple[str, str]]]) -> list[d
     """Each point's overrides (``--set`` and its own values), every value loaded as ``--set``
     loads one (module docstring): each value on its own, then, with several knobs, each
     combination (a rule may relate two knobs). Every refusal at once, as a :class:`UserError`."""
-    from engine.loader import load_config
 
     if getattr(args, "baseline", None) is not None:
         raise UserError([Problem("--baseline", 0, 0, "a sweep runs the budget scheduler only",
                                  "drop --baseline; compare a baseline with a run without --sweep",
                                  "usage")])
     base = knob_values(args.set)
-    load_config(args.root, rev=args.rev, overrides=base)  # (its problems as they are, once)
+    load_with_settings(args.root, args.rev, args.set)  # (the files' and --set's problems, once)
     problems = [Problem("--sweep", 0, 0, f"{k} is given to both --sweep and --set",
                         "give it to one of them", "usage")
                 for k in dict.fromkeys(k for k, _ in grid[0]) if k in base]
 
     def refused(point: list[tuple[str, str]], overrides: dict[str, object]) -> list[Problem]:
-        try:
-            load_config(args.root, rev=args.rev, overrides=overrides)
-        except UserError as err:
-            where = ", ".join(f"{k}={v}" for k, v in point)
-            return [Problem("--sweep", 0, 0, (p.message if p.code == "unknown-knob" else f"{where}: {p.message}")
-                            + (f" (the knob is at {p.file}:{p.line})" if p.line else ""), p.hint, p.code)
-                    for p in err.problems]
-        return []
+        return knob_problems("--sweep", point, overrides, args.root, args.rev)
 
     values = dict.fromkeys((k, v) for point in grid for k, v in point)  # (in order, once each)
     for k, v in values:

@@ -95,6 +95,18 @@ def test_set_replaces_a_policy_knob_for_the_run_and_checks_it(tmp_path, capsys):
         rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)), *bad])
         assert rc == 1
         assert words in capsys.readouterr().err, bad
+    # refused values are said of --set (the file holds other values), all at once
+    rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)),
+               "--set", "placement.reservationShare=2", "--set", "placement.loans=maybe",
+               "--set", "foo.bar=1"])
+    lines = capsys.readouterr().err.splitlines()
+    assert rc == 1 and lines[-1] == "3 problems found"
+    assert [line.split(" (the knob")[0] for line in lines[:-1]] == [
+        "--set: 'foo.bar' is not a knob of the scheduling policy; name a setting of "
+        "policies/scheduling.yaml by its path, e.g. placement.loans or fairShare.lookback",
+        "--set: placement.loans=maybe: placement.loans must be true or false, got string 'maybe'",
+        "--set: placement.reservationShare=2: placement.reservationShare is 2, must be <= 1"]
+    assert " (the knob is at policies/scheduling.yaml:" in lines[1]
 
 
 def test_progress_line_has_a_bar_per_run(capsys):

@@ -121,6 +121,9 @@ def test_a_flag_that_does_nothing_for_the_chosen_trace_is_reported(capsys):
     err = capsys.readouterr().err
     assert [line.split(":")[0] for line in err.splitlines()[:-1]] == ["--tree", "--warmup", "--window"]
     assert err.splitlines()[-1] == "3 problems found"
+    # --demand-ratio 0 keeps a trace's own rate: a generated trace has none (it once meant 1.1)
+    assert main(["simulate", "--trace", "synthetic", "--demand-ratio", "0"]) == 1
+    assert capsys.readouterr().err.startswith("--demand-ratio: 0 keeps a trace's own rate, and a synthetic trace")
 
 
 def test_every_help_text_renders(capsys):

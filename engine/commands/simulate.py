@@ -170,6 +170,10 @@ def _check_trace_flags(args: argparse.Namespace) -> None:
                                           ("--trace-format", args.trace_format))
                  if value is not None] + (["--tree"] if args.tree != "repo" else [])
         hint = "drop it; a synthetic trace is generated for the config's leaves (--days, --tasks)"
+        if args.demand_ratio == 0:  # ("keep the trace's rate": a generated trace has none)
+            raise UserError([Problem("--demand-ratio", 0, 0, "0 keeps a trace's own rate, and a synthetic "
+                                     "trace has none: it is generated to offer a ratio",
+                                     "give a ratio above 0 (1.1 when not given)", "usage")])
     else:
         given = ["--tasks"] if args.tasks is not None else []
         hint = "drop it, or use --trace synthetic"
@@ -242,7 +246,7 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     if args.trace == "synthetic":
         days = args.days or 7.0
         trace = synthetic_trace(config, days=days, tasks=args.tasks or SYNTHETIC_TASKS,
-                                demand_ratio_target=ratio or 1.1,
+                                demand_ratio_target=ratio,
                                 seed=args.seed)
         return config, prepare_trace(trace, config, seed=args.seed)
     columns = None

@@ -173,7 +173,7 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
         if requested not in tree.nodes:
             errors.append(f"{labels.budget}: unknown budget {requested!r}"
                           f"{_hint_for(requested, tree.leaves())} (budgets are leaves of the "
-                          f"budget tree; run 'allot validate' to list them)")
+                          f"budget tree; run 'allot tree' to list them)")
         elif not tree.is_leaf(requested):
             leaves = [n for n in tree.walk() if tree.is_leaf(n) and requested in tree.path(n)]
             shown = ", ".join(leaves[:5]) + (", ..." if len(leaves) > 5 else "")

@@ -258,7 +258,7 @@ def _node_problems(entry: _Entry, is_root_top: bool) -> list[Problem]:
                 terms = " + ".join(f"{c.name} {_num(c.data['share'])}" for c in children)
                 if unallocated:
                     terms += f" + unallocated {_num(unallocated)}"
-                missing = 100.0 - total
+                missing = round(100.0 - total, 9)  # (far below the tolerance: no float noise in the hint)
                 if missing > 0:
                     hint = (f"raise the shares by {_num(missing)} in total, or state the remainder "
                             f"with 'unallocated: {_num(unallocated + missing)}'")

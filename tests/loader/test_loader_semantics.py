@@ -46,6 +46,11 @@ def test_just_outside_tolerance_is_refused(base_copy):
     with pytest.raises(UserError) as err:
         load_config(base_copy)
     assert "sum to 99.99999%" in err.value.problems[0].message
+    assert err.value.problems[0].hint.startswith("raise the shares by 1e-05 in total")
+    _edit(base_copy / "budgets" / "alpha.yaml", "share: 69.99999", "share: 70.000002")
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    assert err.value.problems[0].hint == "lower the shares by 2e-06 in total"  # (no float noise)
 
 
 def test_explicit_unallocated_remainder(base_copy):

@@ -15,7 +15,7 @@ work). Philly's days 42-43.5 are busy throughout; the warm-up (simulated, not me
 the window on a full cluster, a standing queue and a charged ledger, as a running reconciler
 finds them; 192 GPUs at 1.1x keep the run under a minute on a 2-core machine (it is
 ``decide()``-bound: about 9,000 passes). A longer replay is a flag away, e.g.
-``--window 28d:35d --warmup 2d --cluster h100:40`` (a week on 320 GPUs, several minutes).
+``--window 28d:35d --warmup 1d --cluster h100:40`` (a week on 320 GPUs, several minutes).
 
 To weigh a knob before proposing it: ``--sweep placement.reservationShare=0.1,0.15,0.25`` runs
 the budget scheduler once per value and prints the same table with a column per value

@@ -29,6 +29,9 @@ Classes: ``debug`` as above, ``large`` for gangs of ``large_gpus`` (64) GPUs or 
 runtime clipped at the horizon) over the capacity's GPU-seconds; :func:`compression_for_ratio`
 finds ``f`` by bisection (the ratio is increasing in ``f``), and :func:`window_compression`
 finds it for the first simulated days of a trace (the window of trace time grows with ``f``).
+A window that offers little at its own rate (few or short jobs) needs a large factor, which
+can squeeze it into seconds: :func:`prepare_trace` refuses a measured window compressed below
+``MIN_MEASURED_S`` (an hour).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from engine.model import BudgetNode, BudgetTree, Config
 from engine.sim.trace import Task, Trace, replace_task
 
 UNFUNDED = "unfunded"
+MIN_MEASURED_S = 3600.0  # the shortest measured window a demand ratio may compress a trace into
 
 
 @dataclass(frozen=True)
@@ -320,9 +324,18 @@ def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | N
                    {**trace.meta, "horizon": horizon_of(trace), "seed": seed})
     if demand_ratio_target is not None:
         basis = out  # the ratio is the measured window's: a warm-up before it does not count
-        if out.meta.get("measure_from"):
-            basis = out.window(float(out.meta["measure_from"]), horizon_of(out))
-        out = compress(out, compression_for_ratio(basis, capacity(config), demand_ratio_target))
+        start = float(out.meta.get("measure_from") or 0.0)
+        if start:
+            basis = out.window(start, horizon_of(out))
+        factor = compression_for_ratio(basis, capacity(config), demand_ratio_target)
+        left = (horizon_of(out) - start) / factor
+        if left < MIN_MEASURED_S:  # (a window that offers little: squeezed into minutes)
+            raise UserError([Problem("--demand-ratio", 0, 0, (
+                f"to offer {demand_ratio_target:g}x the capacity, the window of {trace.name} would be "
+                f"compressed x{factor:.3g}, into {left:.0f} s of simulated time"),
+                "replay a longer window (--days, --window), or lower --demand-ratio (0: the trace's "
+                "own rate), or use a smaller --cluster", "usage")])
+        out = compress(out, factor)
     return out
 
 

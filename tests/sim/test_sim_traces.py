@@ -183,6 +183,21 @@ def test_compression_reaches_the_demand_ratio():
     assert compress(trace, 2.0).meta["horizon"] == 5000.0
 
 
+def test_a_window_squeezed_below_an_hour_to_reach_the_ratio_is_refused():
+    """A window that offers little at its own rate needs a large factor to reach the ratio,
+    which squeezes it into minutes: a run that measures nothing is refused, not run."""
+    from engine.sim.prepare import prepare_trace
+
+    config = tiny_config()  # 4 GPUs
+    quiet = Trace.of([Task(str(i), i * 900.0, 1, 1, 60.0, "o", leaf="a") for i in range(8)],
+                     meta={"horizon": 7200.0})  # (2 h offering 1.7% of the capacity)
+    with pytest.raises(UserError) as err:
+        prepare_trace(quiet, config, demand_ratio_target=1.1)
+    (problem,) = err.value.problems
+    assert problem.file == "--demand-ratio" and "s of simulated time" in problem.message
+    assert prepare_trace(quiet, config, demand_ratio_target=0.02).meta["horizon"] >= 3600.0
+
+
 def test_cluster_override():
     cfg = with_clusters(tiny_config(), "c:3")
     assert cfg.policy.clusters[0].nodes == 3

@@ -160,10 +160,14 @@ class PolicySource:
     def _try(self, root: str | None, rev: str | None, label: str) -> PolicyEvent:
         try:
             config = load_config(root, rev)
-        except UserError as err:
-            text = "; ".join(str(p) for p in err.problems[:5])
-            if len(err.problems) > 5:
-                text += f"; and {len(err.problems) - 5} more"
+        except Exception as err:  # (a revision nobody could foresee must not stop the loop)
+            if isinstance(err, UserError):
+                text = "; ".join(str(p) for p in err.problems[:5])
+                if len(err.problems) > 5:
+                    text += f"; and {len(err.problems) - 5} more"
+            else:
+                log.exception("policy revision %s could not be read", label)
+                text = f"it could not be read ({type(err).__name__}: {err}); please report this"
             self.invalid[label] = text
             self.last_invalid = label
             kept = self.revision or "none"

@@ -35,6 +35,10 @@ from engine.errors import Problem
 MAX_NODES = 100_000
 """Largest number of nodes a document may expand to (aliases counted each time they are used)."""
 
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists a document may have (a budget file nests two levels
+per level of its tree); deeper documents are refused before anything recurses into them."""
+
 MAX_BYTES = 4 * 1024 * 1024
 """Largest file accepted; policy files are a few kilobytes."""
 
@@ -143,6 +147,8 @@ def parse(file: str, raw: bytes) -> tuple[Document | None, list[Problem]]:
         roots = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError as err:
         return None, [yaml_problem(file, err)]
+    except RecursionError:  # (the parser recurses per level: hundreds of levels exhaust it)
+        return None, [_too_deep(file, 1, 1)]
     roots = [r for r in roots if r is not None]
     if not roots:
         return None, [Problem(file, 1, 1, "file is empty (no YAML document)",
@@ -161,6 +167,12 @@ def parse(file: str, raw: bytes) -> tuple[Document | None, list[Problem]]:
     if builder.problems:
         return None, builder.problems
     return doc, []
+
+
+def _too_deep(file: str, line: int, column: int) -> Problem:
+    return Problem(file, line, column, f"the document nests more than {MAX_DEPTH} levels deep",
+                   f"flatten it: no file of budgets or policies needs more (a deep budget tree "
+                   f"goes into several files, each a subtree)", "yaml")
 
 
 def _expansion_problem(file: str, text: str) -> Problem | None:
@@ -241,6 +253,8 @@ class _Builder:
         if id(node) in self.active:
             raise self.fail(node, "recursive alias: a node contains itself",
                             "remove the alias that refers to its own ancestor", "alias-bomb")
+        if len(path) >= MAX_DEPTH:
+            raise _Refused(_too_deep(self.doc.file, line, column))
         self.active.add(id(node))
         try:
             if isinstance(node, SequenceNode):

@@ -75,6 +75,27 @@ def test_source_on_a_plain_directory_is_identified_by_content(tmp_path):
     assert src.poll().kind == "invalid" and src.commit == first
 
 
+def test_a_revision_that_breaks_the_reader_is_invalid_not_fatal(tmp_path, monkeypatch, caplog):
+    """Whatever a pushed revision does to the code that reads it, the reconciler keeps the
+    revision in force and goes on (a crash would be a crash loop in the cluster)."""
+    import engine.k8s.policy_source as source
+
+    root = write_policy(tmp_path / "dir")
+    src = PolicySource(str(root), interval_s=0)
+    assert src.poll().kind == "applied"
+    first = src.commit
+
+    def broken(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(source, "load_config", broken)
+    write_policy(root, {"team-a": 60, "team-b": 40})
+    event = src.poll()
+    assert event.kind == "invalid" and src.commit == first and src.config is not None
+    assert "could not be read (RecursionError: maximum recursion depth exceeded)" in event.message
+    assert "policy revision" in caplog.text and "Traceback" in caplog.text
+
+
 def test_source_reports_a_fetch_failure_and_keeps_running(tmp_path):
     src = PolicySource(f"file://{tmp_path}/missing.git", workdir=tmp_path / "clone",
                        interval_s=0)

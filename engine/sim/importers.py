@@ -20,7 +20,6 @@ divides ``g`` (12 GPUs -> 2 pods x 6), which is how the traced jobs were spread 
 from __future__ import annotations
 
 import csv
-import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -41,10 +40,10 @@ def gang_shape(gpus: int, gpus_per_node: int = 8) -> tuple[int, int]:
     """(pods, gpus_per_pod) for a job of ``gpus`` GPUs on ``gpus_per_node``-GPU nodes."""
     if gpus <= gpus_per_node:
         return 1, gpus
-    pods = math.ceil(gpus / gpus_per_node)
-    while gpus % pods:
-        pods += 1
-    return pods, gpus // pods
+    # the fewest pods of equal size: the largest divisor of ``gpus`` that fits on a node
+    # (a prime count gives pods of 1 GPU; at most ``gpus_per_node`` tries)
+    per_pod = next(k for k in range(gpus_per_node, 0, -1) if gpus % k == 0)
+    return gpus // per_pod, per_pod
 
 
 def _ts(text: str) -> float:

@@ -53,6 +53,7 @@ from engine.sim.trace import Task, Trace, replace_task
 
 UNFUNDED = "unfunded"
 MIN_MEASURED_S = 3600.0  # the shortest measured window a demand ratio may compress a trace into
+MAX_NODES = 100_000  # the most nodes --cluster may give a cluster (as a clusters file may)
 
 
 @dataclass(frozen=True)
@@ -365,8 +366,14 @@ def with_clusters(config: Config, spec: str | None) -> Config:
         return config
     problems = []
     clusters = []
+    seen: set[str] = set()
     for part in spec.split(","):
         name, _, nodes = part.strip().partition(":")
+        if name in seen:
+            problems.append(Problem("--cluster", 0, 0, f"cluster {name!r} given twice",
+                                    "give each cluster once, e.g. h100:20,b200:4"))
+            continue
+        seen.add(name)
         try:
             base = config.policy.cluster(name)
         except KeyError:
@@ -374,9 +381,9 @@ def with_clusters(config: Config, spec: str | None) -> Config:
                                     f"clusters: {', '.join(c.name for c in config.policy.clusters)}"))
             continue
         if nodes:
-            if not nodes.isdigit() or int(nodes) < 1:
+            if not nodes.isdigit() or not 1 <= int(nodes) <= MAX_NODES:
                 problems.append(Problem("--cluster", 0, 0, f"bad node count {nodes!r} for {name}",
-                                        "write name:nodes, e.g. h100:20"))
+                                        f"write name:nodes with 1 to {MAX_NODES:,} nodes, e.g. h100:20"))
                 continue
             base = _replace(base, nodes=int(nodes), nodes_per_domain=min(base.nodes_per_domain,
                                                                           int(nodes)))

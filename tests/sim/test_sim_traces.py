@@ -103,6 +103,7 @@ def test_gang_shape_spreads_gpus_over_whole_pods():
     assert gang_shape(16) == (2, 8)
     assert gang_shape(12) == (2, 6)
     assert gang_shape(24) == (3, 8)
+    assert gang_shape(1_000_000_007) == (1_000_000_007, 1)  # (a prime: 1-GPU pods, found at once)
 
 
 def test_bundled_philly_and_helios_import_with_readme_statistics():
@@ -196,6 +197,15 @@ def test_a_window_squeezed_below_an_hour_to_reach_the_ratio_is_refused():
     (problem,) = err.value.problems
     assert problem.file == "--demand-ratio" and "s of simulated time" in problem.message
     assert prepare_trace(quiet, config, demand_ratio_target=0.02).meta["horizon"] >= 3600.0
+
+
+def test_cluster_flag_refusals():
+    with pytest.raises(UserError) as err:
+        with_clusters(tiny_config(), "c:2,c:3,c:100000001")
+    assert [p.message for p in err.value.problems] == ["cluster 'c' given twice", "cluster 'c' given twice"]
+    with pytest.raises(UserError) as err:
+        with_clusters(tiny_config(), "c:100000001")
+    assert err.value.problems[0].hint.startswith("write name:nodes with 1 to 100,000 nodes")
 
 
 def test_cluster_override():

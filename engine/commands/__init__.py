@@ -108,3 +108,6 @@ def read_json(path: Path, what: str, hint: str):
     except json.JSONDecodeError as err:
         raise UserError([Problem(str(path), err.lineno, err.colno, f"not a {what}: not JSON ({err.msg})",
                                  hint)]) from None
+    except UnicodeDecodeError as err:
+        raise UserError([Problem(str(path), 0, 0, f"not a {what}: not UTF-8 text (byte "
+                                 f"0x{err.object[err.start]:02x})", hint)]) from None

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -132,6 +133,13 @@ def read(directory: str | Path) -> dict[str, Any]:
         raise UserError([Problem(str(path), 0, 0, f"run record version {rec.get('version')!r}; this "
                                  f"allot reads version {VERSION}",
                                  f"run allot {rec['command']} again with this version")])
+    where = "root" if rec["command"] == "simulate" else "repo"  # (the flag naming the configuration)
+    horizon = rec.get("horizon_s")
+    if not (isinstance(horizon, (int, float)) and not isinstance(horizon, bool) and horizon >= 0
+            and math.isfinite(horizon)) or not isinstance(rec.get("fingerprint"), dict) \
+            or not isinstance(rec["flags"].get(where), str):
+        raise UserError([Problem(str(path), 0, 0, "the run record's fields are not as allot wrote them",
+                                 f"run allot {rec['command']} again")])
     return rec
 
 

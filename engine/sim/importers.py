@@ -20,6 +20,8 @@ divides ``g`` (12 GPUs -> 2 pods x 6), which is how the traced jobs were spread 
 from __future__ import annotations
 
 import csv
+import gzip
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -201,13 +203,24 @@ def load_trace(path_or_name: str | Path, *, fmt: str | None = None,
     if not Path(path).exists():
         raise UserError([Problem(str(path), 0, 0, "trace file not found",
                                  f"give a path, or a bundled trace: {', '.join(BUNDLED)}")])
-    if fmt == "philly":
-        return import_philly(path)
-    if fmt == "helios":
-        return import_helios(path)
-    if fmt == "generic" or columns:
-        return import_generic_csv(path, columns or {})
-    if fmt not in (None, "allot"):
+    if fmt not in (None, "allot", "philly", "helios", "generic"):
         raise UserError([Problem(str(path), 0, 0, f"unknown trace format {fmt!r}",
                                  "use philly, helios, generic or allot")])
-    return read_trace_file(path)
+    try:
+        if fmt == "philly":
+            return import_philly(path)
+        if fmt == "helios":
+            return import_helios(path)
+        if fmt == "generic" or columns:
+            return import_generic_csv(path, columns or {})
+        return read_trace_file(path)
+    except UnicodeDecodeError as err:  # (the readers read text as UTF-8)
+        raise UserError([Problem(str(path), 0, 0, f"the file is not UTF-8 text (byte "
+                                 f"0x{err.object[err.start]:02x})", "save it as UTF-8")]) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:  # (a name ending in .gz)
+        raise UserError([Problem(str(path), 0, 0, f"not a whole gzip file ({err})",
+                                 "give the file without .gz in its name if it is not compressed, "
+                                 "or compress it again")]) from None
+    except OSError as err:  # (a directory, no permission)
+        raise UserError([Problem(str(path), 0, 0, f"cannot read the trace: {err.strerror or err}",
+                                 "give the path of a trace file")]) from None

@@ -121,6 +121,9 @@ def load_mapping(path: str | Path) -> dict[str, str | None]:
     except OSError as err:
         raise UserError([Problem(str(path), 0, 0, f"cannot read the mapping: {err.strerror or err}",
                                  "give the path of a mapping file (--mapping)")]) from None
+    except UnicodeDecodeError as err:
+        raise UserError([Problem(str(path), 0, 0, f"the mapping is not UTF-8 text (byte "
+                                 f"0x{err.object[err.start]:02x})", "save it as UTF-8")]) from None
     except yaml.YAMLError as err:
         raise UserError([yaml_problem(str(path), err)]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("owners"), dict):

@@ -90,8 +90,9 @@ def fetch_state(url: str) -> ViewState:
 def _from_dict(data, where: str) -> ViewState:
     try:
         return ViewState.from_dict(data)
-    except (KeyError, TypeError, ValueError) as err:
-        raise UserError([Problem(where, 0, 0, f"not a view state: {err}",
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        what = f"missing {err}" if isinstance(err, KeyError) else str(err)
+        raise UserError([Problem(where, 0, 0, f"not a view state: {what}",
                                  "give the JSON served at /api/state")]) from None
 
 

@@ -160,10 +160,17 @@ class ViewState:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "ViewState":
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a JSON object is needed, not {type(d).__name__}")
         if d.get("version") != VERSION:
             raise ValueError(f"view state version {d.get('version')!r}, expected {VERSION}")
+        now = float(d["now"])
+        if not math.isfinite(now):
+            raise ValueError(f"its time 'now' is {d['now']!r}, not a finite number")
+        if d.get("ledger"):
+            Ledger.from_dict(d["ledger"])  # (read when used: checked here, once)
         return ViewState(
-            source=d["source"], now=float(d["now"]), config=config_from_dict(d["config"]),
+            source=d["source"], now=now, config=config_from_dict(d["config"]),
             snapshot=snapshot_from_dict(d["snapshot"]), ledger=d.get("ledger"),
             runs=[Run.from_list(x) for x in d.get("runs", [])],
             demand=[Demand(x[0], x[1], float(x[2]), unnum(x[3]), int(x[4])) for x in d.get("demand", [])],

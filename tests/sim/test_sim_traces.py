@@ -208,6 +208,22 @@ def test_cluster_flag_refusals():
     assert err.value.problems[0].hint.startswith("write name:nodes with 1 to 100,000 nodes")
 
 
+def test_trace_and_mapping_files_that_are_not_text_say_so(tmp_path):
+    from engine.sim.prepare import load_mapping
+
+    (tmp_path / "t.csv").write_bytes(b"id,submit,gpus,runtime,owner\n1,0,1,60,\xff\n")
+    (tmp_path / "t.csv.gz").write_bytes(b"not gzip data")
+    (tmp_path / "m.yaml").write_bytes(b"owners: {a: \xff}\n")
+    for path, words in (("t.csv", "the file is not UTF-8 text (byte 0xff)"),
+                        ("t.csv.gz", "not a whole gzip file")):
+        with pytest.raises(UserError) as err:
+            load_trace(tmp_path / path)
+        assert err.value.problems[0].message.startswith(words), path
+    with pytest.raises(UserError) as err:
+        load_mapping(tmp_path / "m.yaml")
+    assert err.value.problems[0].message == "the mapping is not UTF-8 text (byte 0xff)"
+
+
 def test_cluster_override():
     cfg = with_clusters(tiny_config(), "c:3")
     assert cfg.policy.clusters[0].nodes == 3

@@ -212,3 +212,20 @@ def test_one_source_of_state_and_no_flag_it_would_ignore(capsys, state_file):
         "--days: does not apply to --state: it shapes a simulated state; drop it"]
     code, _, err = _run(capsys, "queue", "--trace", "philly", "--tasks", "5")
     assert code == 1 and err.startswith("--tasks: does not apply to --trace philly")
+
+
+def test_a_state_file_of_the_wrong_shape_is_a_user_error(capsys, state_file, tmp_path):
+    """Whatever the JSON of a --state file holds, the commands say what is wrong with it."""
+    good = json.loads(open(state_file).read())
+    cases = {"list": [1, 2], "null": None, "nan-now": {**good, "now": float("nan")},
+             "bad-ledger": {**good, "ledger": {"version": 1}}, "bad-runs": {**good, "runs": [[1]]}}
+    for name, data in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        for argv in (["queue"], ["eta", "x"], ["usage"], ["explain", "x"]):
+            assert main([*argv, "--state", str(path)]) == 1, (name, argv)
+            err = capsys.readouterr().err
+            assert err.startswith(f"{path}: not a view state: ") and "Traceback" not in err, (name, argv, err)
+    (tmp_path / "bytes.json").write_bytes(b'{"now": "\xff"}')
+    assert main(["queue", "--state", str(tmp_path / "bytes.json")]) == 1
+    assert "not a view state: not UTF-8 text (byte 0xff)" in capsys.readouterr().err

@@ -94,6 +94,20 @@ def test_a_run_whose_inputs_changed_is_not_shown(capsys, tmp_path):
                          "the run, is not the code that wrote the record), so" in err
 
 
+def test_a_run_record_with_fields_of_the_wrong_kind_is_refused(capsys, report, tmp_path):
+    out, _ = report
+    rec = json.loads((out / "run.json").read_text())
+    for change in ({"fingerprint": None}, {"horizon_s": "x"}, {"horizon_s": float("inf")},
+                   {"flags": {**rec["flags"], "root": None}}):
+        (tmp_path / "run.json").write_text(json.dumps({**rec, **change}))
+        code, _, err = _run(capsys, "queue", "--report", str(tmp_path))
+        assert code == 1 and err.startswith(f"{tmp_path / 'run.json'}: the run record's fields are not as "
+                                            f"allot wrote them; run allot simulate again"), (change, err)
+    (tmp_path / "run.json").write_bytes(b'{"kind": "\xff"}')
+    code, _, err = _run(capsys, "queue", "--report", str(tmp_path))
+    assert code == 1 and "not a run record: not UTF-8 text (byte 0xff)" in err
+
+
 def test_what_a_report_source_refuses(capsys, report, tmp_path):
     out, _ = report
     code, _, err = _run(capsys, "queue", "--report", str(tmp_path))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import math
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,24 +64,50 @@ def _utc(text: str) -> float:
     return stamp.timestamp()
 
 
+PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
+HELIOS_COLUMNS = ("u_id", "user", "gpu_num", "node_num", "interval", "run_time")
+
+
+def _header(path: Path, fieldnames: list[str] | None, needed: tuple[str, ...], what: str) -> None:
+    """Refuse a file whose header lacks a column the importer reads (once, not per row)."""
+    absent = [c for c in needed if c not in (fieldnames or [])]
+    if absent:
+        raise UserError([Problem(str(path), 1, 0, f"not a {what} trace: no column(s) {', '.join(absent)} "
+                                 f"in the header", f"a {what} trace has the columns {', '.join(needed)}")])
+
+
+def _amount(text: str | None, name: str, whole: bool = False) -> float:
+    """A row's number: finite and >= 0 (whole for counts); ValueError saying which is wrong."""
+    try:
+        value = float(text if text is not None else "")
+    except ValueError:
+        raise ValueError(f"{name} {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or (whole and not value.is_integer()):
+        raise ValueError(f"{name} {text!r} must be a {'whole number' if whole else 'finite number'} >= 0")
+    return value
+
+
 def import_philly(path: str | Path, gpus_per_node: int = 8) -> Trace:
     path = Path(path)
     rows: list[tuple[float, float, int, str, int]] = []
     problems: list[Problem] = []
     with _open_text(path) as fh:
         reader = csv.DictReader(fh)
+        _header(path, reader.fieldnames, PHILLY_COLUMNS, "Philly")
         for row in reader:
             if not any(row.values()):
                 continue
             try:
-                rows.append((_utc(row["timestamp"]),
-                             float(row["duration"]), int(row["num_gpus"]), row["cluster"].strip(),
-                             reader.line_num))
-            except (KeyError, TypeError, ValueError) as err:
+                rows.append((_utc(row["timestamp"]), _amount(row["duration"], "duration"),
+                             int(_amount(row["num_gpus"], "num_gpus", whole=True)),
+                             (row["cluster"] or "").strip(), reader.line_num))
+            except (TypeError, ValueError) as err:
                 problems.append(Problem(str(path), reader.line_num, 0, f"bad Philly row: {err}",
-                                        "expected timestamp,duration,num_gpus,gpu_time,cluster"))
+                                        "expected timestamp (ISO),duration (s),num_gpus,gpu_time,cluster"))
     if problems:
-        raise UserError(problems[:50])
+        raise UserError(first_problems(problems, str(path)))
+    if not rows:
+        raise UserError([Problem(str(path), 0, 0, "the trace holds no jobs", "give a trace with rows")])
     t0 = min(r[0] for r in rows)
     tasks = []
     for ts, dur, gpus, vc, line in rows:
@@ -98,16 +125,22 @@ def import_helios(path: str | Path, gpus_per_node: int = 8) -> Trace:
     tasks = []
     now = 0.0
     problems: list[Problem] = []
+    seen: dict[int, int] = {}  # u_id -> its line
     with _open_text(path) as fh:
         reader = csv.DictReader(fh)
+        _header(path, reader.fieldnames, HELIOS_COLUMNS, "Helios")
         for row in reader:
             try:
-                now += float(row["interval"])
-                gpus, nodes = int(row["gpu_num"]), max(1, int(row["node_num"]))
-                runtime = float(row["run_time"])
-                uid = row["u_id"].strip()
-                user = row["user"].strip()
-            except (KeyError, TypeError, ValueError) as err:
+                now += _amount(row["interval"], "interval")
+                gpus = int(_amount(row["gpu_num"], "gpu_num", whole=True))
+                nodes = max(1, int(_amount(row["node_num"], "node_num", whole=True)))
+                runtime = _amount(row["run_time"], "run_time")
+                uid = int(_amount(row["u_id"], "u_id", whole=True))
+                user = (row["user"] or "").strip()
+                if uid in seen:
+                    raise ValueError(f"u_id {uid} again (first on line {seen[uid]})")
+                seen[uid] = reader.line_num
+            except (TypeError, ValueError) as err:
                 problems.append(Problem(str(path), reader.line_num, 0, f"bad Helios row: {err}",
                                         "expected u_id,user,gpu_num,cpu_num,node_num,interval,"
                                         "run_time,..."))
@@ -118,10 +151,10 @@ def import_helios(path: str | Path, gpus_per_node: int = 8) -> Trace:
                 pods, gpp = nodes, gpus // nodes
             else:
                 pods, gpp = gang_shape(gpus, gpus_per_node)
-            tasks.append(Task(id=f"helios-{int(uid):05d}", submit=now, pods=pods, gpus_per_pod=gpp,
+            tasks.append(Task(id=f"helios-{uid:05d}", submit=now, pods=pods, gpus_per_pod=gpp,
                               runtime=max(1.0, runtime), owner=f"u{user}"))
     if problems:
-        raise UserError(problems[:50])
+        raise UserError(first_problems(problems, str(path)))
     return Trace.of(tasks, name="helios", meta={"source": str(path), "format": "helios"})
 
 

@@ -224,6 +224,32 @@ def test_trace_and_mapping_files_that_are_not_text_say_so(tmp_path):
     assert err.value.problems[0].message == "the mapping is not UTF-8 text (byte 0xff)"
 
 
+def test_philly_and_helios_rows_that_are_wrong_are_all_reported(tmp_path):
+    """A bad row is a problem at its line, all at once, never a value quietly changed (a
+    negative duration made 1 s) or a traceback; a header without the columns is said once."""
+    def problems(name: str, fmt: str, text: str) -> list[str]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(UserError) as err:
+            load_trace(tmp_path / name, fmt=fmt)
+        return [f"{p.line}: {p.message}" for p in err.value.problems]
+
+    head = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+    assert problems("p0.csv", "philly", head) == ["0: the trace holds no jobs"]
+    assert problems("p1.csv", "philly", "when,duration\n2017-10-09 07:01:55,66\n") == [
+        "1: not a Philly trace: no column(s) timestamp, num_gpus, cluster in the header"]
+    assert problems("p2.csv", "philly", head + "2017-10-09 07:01:55,-5,1,0,a\n"
+                    "2017-10-09 07:01:56,nan,1,0,a\n2017-10-09 07:01:57,60,-2,0,a\n") == [
+        "2: bad Philly row: duration '-5' must be a finite number >= 0",
+        "3: bad Philly row: duration 'nan' must be a finite number >= 0",
+        "4: bad Philly row: num_gpus '-2' must be a whole number >= 0"]
+    hhead = "u_id,user,gpu_num,cpu_num,node_num,interval,run_time\n"
+    assert problems("h1.csv", "helios", hhead + "abc,1,1,1,1,0,60\n1,1,1,1,1,-3,60\n2,1,1,1,1,0,60\n"
+                    "2,1,1,1,1,0,60\n") == [
+        "2: bad Helios row: u_id 'abc' is not a number",
+        "3: bad Helios row: interval '-3' must be a finite number >= 0",
+        "5: bad Helios row: u_id 2 again (first on line 4)"]
+
+
 def test_cluster_override():
     cfg = with_clusters(tiny_config(), "c:3")
     assert cfg.policy.clusters[0].nodes == 3

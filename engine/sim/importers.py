@@ -25,7 +25,7 @@ import math
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from engine.errors import Problem, UserError
 from engine.resources import repo_root
@@ -68,7 +68,7 @@ PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 HELIOS_COLUMNS = ("u_id", "user", "gpu_num", "node_num", "interval", "run_time")
 
 
-def _header(path: Path, fieldnames: list[str] | None, needed: tuple[str, ...], what: str) -> None:
+def _header(path: Path, fieldnames: Sequence[str] | None, needed: tuple[str, ...], what: str) -> None:
     """Refuse a file whose header lacks a column the importer reads (once, not per row)."""
     absent = [c for c in needed if c not in (fieldnames or [])]
     if absent:

@@ -54,6 +54,34 @@ def count(text: str) -> int:
     return value
 
 
+MAX_DAYS = 3650.0  # ten years of simulated time: more is a typo, not an experiment
+MAX_TASKS = 10_000_000  # a synthetic trace's tasks: about 10 GB of memory at most
+
+
+def days(text: str) -> float:
+    """argparse type: simulated days, > 0 and at most :data:`MAX_DAYS`."""
+    value = positive(text)
+    if value > MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DAYS:g} days, got {text!r}")
+    return value
+
+
+def days_or_all(text: str) -> float:
+    """argparse type: simulated days, 0 (all) or up to :data:`MAX_DAYS`."""
+    value = non_negative(text)
+    if value > MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DAYS:g} days (0: all), got {text!r}")
+    return value
+
+
+def tasks(text: str) -> int:
+    """argparse type: a synthetic trace's size, 1 to :data:`MAX_TASKS`."""
+    value = count(text)
+    if value > MAX_TASKS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TASKS:,}, got {text!r}")
+    return value
+
+
 def seed(text: str) -> int:
     """argparse type: a seed, a whole number >= 0 (numpy's generators take no negative one)."""
     value = _whole(text)

@@ -21,7 +21,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from engine.commands import non_negative, output_dir, runrecord, seed
+from engine.commands import days_or_all, non_negative, output_dir, runrecord, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import UserError
 from engine.impact.diff import diff_configs
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--trace", default=None, metavar="NAME|PATH",
                         help=f"trace to replay: a bundled name (philly, helios) or a trace file "
                              f"(default: {DEFAULT_TRACE})")
-    parser.add_argument("--days", type=non_negative, default=7.0, metavar="N",
+    parser.add_argument("--days", type=days_or_all, default=7.0, metavar="N",
                         help="simulated days to replay (default: 7; 0 = all of the trace)")
     parser.add_argument("--start-day", type=non_negative, default=None, metavar="D",
                         help="start the replay this many days into the trace (default: where allot simulate starts in "

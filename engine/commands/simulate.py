@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from engine import accel
-from engine.commands import count, non_negative, output_dir, positive, runrecord, seed
+from engine.commands import days, non_negative, output_dir, runrecord, seed, tasks
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", default=None,
                    help=f"START:END of the trace to replay, as durations from its start "
                         f"(e.g. 28d:42d) [{DEFAULT['window']} for the default trace]")
-    p.add_argument("--days", type=positive, help="replay this many days from the window start "
+    p.add_argument("--days", type=days, help="replay this many days from the window start "
                                                     "(a synthetic trace: its length, 7 by default)")
     p.add_argument("--warmup", default=None,
                    help=f"also replay this much of the trace before the window, unmeasured, so the "
@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", default=None,
                    help=f"clusters to simulate: name or name:nodes, comma-separated "
                         f"[{DEFAULT['cluster']} for bundled traces; the config's otherwise]")
-    p.add_argument("--tasks", type=count, default=None, help=f"tasks of a synthetic trace [{SYNTHETIC_TASKS}]")
+    p.add_argument("--tasks", type=tasks, default=None, help=f"tasks of a synthetic trace [{SYNTHETIC_TASKS}]")
     p.add_argument("--cadence", choices=["watch", "interval", "event"], default="watch",
                    help="when passes run: watch = as the reconciler (at every submission, completion "
                         "and node change, plus a resync one interval after the last pass while work "

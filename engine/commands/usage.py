@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from engine.commands import output_dir
+from engine.errors import Problem, UserError
 from engine.views.source import add_view_arguments, load_state
 
 
@@ -27,14 +30,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.views.usage import usage_png, usage_report, usage_text
 
+    png = png_path(args.png) if args.png else None  # (checked before any simulation)
     state = load_state(args)
     rep = usage_report(state, args.subtree)
-    if args.png:
-        usage_png(rep, args.png)
+    if png:
+        usage_png(rep, png)
     if args.format == "json":
-        print(json.dumps({**rep, "png": args.png}, indent=2))
+        print(json.dumps({**rep, "png": png}, indent=2))
     else:
         print(usage_text(rep))
-        if args.png:
-            print(f"chart: {args.png}")
+        if png:
+            print(f"chart: {png}")
     return 0
+
+
+def png_path(path: str) -> str:
+    """Where ``--png PATH`` writes: ``PATH``, with ``.png`` added when it has no suffix;
+    another suffix, or a directory where the file would go, is refused."""
+    out = Path(path)
+    if out.suffix == "" and not out.is_dir():
+        out = out.with_name(out.name + ".png")
+    if out.is_dir() or out.suffix.lower() != ".png":
+        raise UserError([Problem("--png", 0, 0, f"{path!r} is not a .png file name",
+                                 "give a file name ending in .png, e.g. --png usage.png", "usage")])
+    output_dir("--png", out.parent)
+    return str(out)

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from engine.commands import count, positive, read_json, seconds_arg, seed
+from engine.commands import days, read_json, seconds_arg, seed, tasks
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
 from engine.sim.schedulers import Scheduler
@@ -48,9 +48,9 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                    help="simulate this trace instead (bundled: philly, helios; or a trace file)")
     g.add_argument("--at", type=seconds_arg, default=None, metavar="TIME",
                    help="simulated time of the state, seconds or e.g. 16h, 1d2h (default: the end)")
-    g.add_argument("--days", type=positive, default=None, metavar="D",
+    g.add_argument("--days", type=days, default=None, metavar="D",
                    help=f"length of the default synthetic trace in days (default: {DEFAULT_DAYS:g})")
-    g.add_argument("--tasks", type=count, default=None, metavar="N",
+    g.add_argument("--tasks", type=tasks, default=None, metavar="N",
                    help=f"tasks in the default synthetic trace (default: {DEFAULT_TASKS} per "
                         f"{DEFAULT_DAYS:g} days)")
     g.add_argument("--seed", type=seed, default=None,

@@ -88,6 +88,13 @@ def test_usage_prints_table_burn_and_writes_a_png(capsys, state_file, tmp_path, 
     assert doc["burn"]["window_usage_now_gpu_h"] * 3600 == pytest.approx(used, rel=1e-12)
     code, _, err = _run(capsys, "usage", "--state", str(state_file), "--subtree", "nope")
     assert code == 1 and "no budget node 'nope'" in err
+    # --png: a name without a suffix gets .png (and says so); another suffix or a directory is refused
+    code, out, _ = _run(capsys, "usage", "--state", str(state_file), "--png", str(tmp_path / "sub" / "chart"))
+    assert code == 0 and f"chart: {tmp_path / 'sub' / 'chart.png'}" in out
+    assert (tmp_path / "sub" / "chart.png").read_bytes()[:4] == b"\x89PNG"
+    for bad in (tmp_path / "chart.txt", tmp_path):
+        code, _, err = _run(capsys, "usage", "--state", str(state_file), "--png", str(bad))
+        assert code == 1 and err.startswith(f"--png: {str(bad)!r} is not a .png file name"), err
 
 
 def test_a_missing_state_file_or_url_is_a_user_error(capsys, tmp_path):

@@ -231,7 +231,8 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
 
     from engine.loader import load_config
     from engine.sim.importers import BUNDLED, load_trace
-    from engine.sim.prepare import (cut, derive_tree, leaf_name, prepare_trace, with_clusters)
+    from engine.sim.clusters import unknown_places, with_clusters
+    from engine.sim.prepare import cut, derive_tree, leaf_name, prepare_trace
     from engine.sim.synthetic import synthetic_trace
 
     _check_trace_flags(args)
@@ -271,6 +272,9 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
         mapping = {o: leaf_name(o) for o in trace.owners()}
     elif mapping is None and bundled:
         mapping = str(BUNDLED[args.trace][1].parent / "mapping.yaml")
+    problems = unknown_places(trace, config)
+    if problems:
+        raise UserError(problems)
     return config, prepare_trace(trace, config, mapping=mapping, seed=args.seed,
                                  demand_ratio_target=ratio or None)
 

@@ -103,9 +103,9 @@ from engine.sim.apply import SimulationError  # noqa: E402
 from engine.sim.engine import SimOptions, simulate  # noqa: E402
 from engine.sim.experiment import Experiment, run_experiment  # noqa: E402
 from engine.sim.importers import load_trace  # noqa: E402
+from engine.sim.clusters import with_clusters  # noqa: E402
 from engine.sim.prepare import (ContractRules, compression_for_ratio, cut, demand_ratio,  # noqa: E402
-                                derive_mapping, derive_tree, load_mapping, prepare_trace,
-                                with_clusters)
+                                derive_mapping, derive_tree, load_mapping, prepare_trace)
 from engine.sim.result import Event, Segment, SimResult, TaskRecord  # noqa: E402
 from engine.sim.schedulers import Scheduler, get_scheduler  # noqa: E402
 from engine.sim.synthetic import synthetic_trace  # noqa: E402

@@ -53,7 +53,6 @@ from engine.sim.trace import Task, Trace, replace_task
 
 UNFUNDED = "unfunded"
 MIN_MEASURED_S = 3600.0  # the shortest measured window a demand ratio may compress a trace into
-MAX_NODES = 100_000  # the most nodes --cluster may give a cluster (as a clusters file may)
 
 
 @dataclass(frozen=True)
@@ -357,40 +356,3 @@ def cut(trace: Trace, start: float, end: float | None, warmup: float = 0.0) -> T
     if lead > 0:
         out = out.with_meta(measure_from=lead, window=[start, end], warmup=lead)
     return out
-
-
-def with_clusters(config: Config, spec: str | None) -> Config:
-    """``config`` restricted/resized to ``spec``: comma-separated ``name`` or ``name:nodes``
-    (``h100:20`` keeps h100's node type and topology with 20 nodes; unnamed clusters are
-    dropped). ``None`` or empty keeps the config's clusters."""
-    from dataclasses import replace as _replace
-
-    if not spec:
-        return config
-    problems = []
-    clusters = []
-    seen: set[str] = set()
-    for part in spec.split(","):
-        name, _, nodes = part.strip().partition(":")
-        if name in seen:
-            problems.append(Problem("--cluster", 0, 0, f"cluster {name!r} given twice",
-                                    "give each cluster once, e.g. h100:20,b200:4"))
-            continue
-        seen.add(name)
-        try:
-            base = config.policy.cluster(name)
-        except KeyError:
-            problems.append(Problem("--cluster", 0, 0, f"unknown cluster {name!r}",
-                                    f"clusters: {', '.join(c.name for c in config.policy.clusters)}"))
-            continue
-        if nodes:
-            if not nodes.isdigit() or not 1 <= int(nodes) <= MAX_NODES:
-                problems.append(Problem("--cluster", 0, 0, f"bad node count {nodes!r} for {name}",
-                                        f"write name:nodes with 1 to {MAX_NODES:,} nodes, e.g. h100:20"))
-                continue
-            base = _replace(base, nodes=int(nodes), nodes_per_domain=min(base.nodes_per_domain,
-                                                                          int(nodes)))
-        clusters.append(base)
-    if problems:
-        raise UserError(problems)
-    return _replace(config, policy=_replace(config.policy, clusters=tuple(clusters)))

@@ -200,6 +200,9 @@ def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
     for req in ("id", "submit", "runtime", "owner"):
         if rec.get(req) in (None, ""):
             problems.append(f"missing required field {req!r}")
+    for name in ("id", "owner", "leaf", "cluster", "class"):
+        if isinstance(rec.get(name), (list, dict, bool)):
+            problems.append(f"{name} must be text, got {type(rec[name]).__name__} {rec[name]!r}")
     if problems:
         return None, problems
     submit = _num(rec["submit"], "submit", problems)

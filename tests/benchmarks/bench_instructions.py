@@ -64,7 +64,8 @@ def capture(case: str, from_day: float, passes: int, every: int,
     from engine.loader import load_config
     from engine.sim import engine as sim_engine
     from engine.sim.engine import SimOptions, simulate
-    from engine.sim.prepare import capacity, compress, load_mapping, prepare_trace, with_clusters
+    from engine.sim.clusters import with_clusters
+    from engine.sim.prepare import capacity, compress, load_mapping, prepare_trace
 
     cfg = with_clusters(load_config(), "h100")
     if case == "synthetic":

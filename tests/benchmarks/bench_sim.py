@@ -39,7 +39,8 @@ from engine.loader import load_config
 from engine.sim.engine import SimOptions, simulate
 from engine.sim.schedulers import Scheduler, get_scheduler
 from engine.sim.importers import load_trace
-from engine.sim.prepare import prepare_trace, with_clusters
+from engine.sim.clusters import with_clusters
+from engine.sim.prepare import prepare_trace
 from engine.sim.synthetic import synthetic_trace
 
 

@@ -18,7 +18,8 @@ from engine.core.decide import decide
 from engine.core.lazymaps import LazyMap, StatusMap
 from engine.loader import load_config
 from engine.sim.engine import SimOptions, simulate
-from engine.sim.prepare import prepare_trace, with_clusters
+from engine.sim.clusters import with_clusters
+from engine.sim.prepare import prepare_trace
 from engine.sim.synthetic import synthetic_trace
 from tests.core.harness import build_scenario
 

@@ -68,7 +68,8 @@ def test_a_decision_leaves_no_cycles(monkeypatch):
 def test_a_simulation_leaves_no_cycles():
     from engine.loader import load_config
     from engine.sim.engine import simulate
-    from engine.sim.prepare import prepare_trace, with_clusters
+    from engine.sim.clusters import with_clusters
+    from engine.sim.prepare import prepare_trace
     from engine.sim.synthetic import synthetic_trace
     config = with_clusters(load_config(Path(__file__).resolve().parents[2]), "h100:4")
     trace = prepare_trace(synthetic_trace(config, days=0.5, tasks=400, demand_ratio_target=1.5,

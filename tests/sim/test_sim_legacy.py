@@ -21,7 +21,7 @@ from engine.sim.schedulers import get_scheduler
 from engine.sim.prepare import prepare_trace
 from engine.sim.synthetic import synthetic_trace
 from engine.loader import load_config
-from engine.sim.prepare import with_clusters
+from engine.sim.clusters import with_clusters
 
 
 ROOT = Path(__file__).parents[2]

@@ -15,7 +15,8 @@ from engine.errors import UserError
 from engine.sim.importers import gang_shape, load_trace
 from engine.sim.prepare import (ContractRules, assign_contract, compress, compression_for_ratio,
                                 demand_ratio, derive_mapping, derive_tree, load_mapping,
-                                prepare_trace, with_clusters)
+                                prepare_trace)
+from engine.sim.clusters import with_clusters
 from engine.sim.trace import NodeFailure, Task, Trace, read_trace_file, save_trace
 from tests.sim.conftest import tiny_config
 
@@ -248,6 +249,31 @@ def test_philly_and_helios_rows_that_are_wrong_are_all_reported(tmp_path):
         "2: bad Helios row: u_id 'abc' is not a number",
         "3: bad Helios row: interval '-3' must be a finite number >= 0",
         "5: bad Helios row: u_id 2 again (first on line 4)"]
+
+
+def test_a_trace_that_names_what_the_clusters_lack_is_refused_by_simulate(tmp_path, capsys):
+    """A task pinned to a cluster the configuration lacks would wait the whole run, a failure
+    of a node it lacks would never happen: both refused, each named, with list-valued
+    fields refused when the trace is read."""
+    from engine.cli import main
+
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"id": "a", "submit": 0, "runtime": 60, "owner": "o", "cluster": "nope"}\n'
+                   '{"type": "node_failure", "time": 5, "node": "h100-n9999", "repair_s": 60}\n')
+    (tmp_path / "m.yaml").write_text("owners: {o: agents}\n")
+    assert main(["simulate", "--trace", str(bad), "--mapping", str(tmp_path / "m.yaml"), "--cluster", "h100:4",
+                 "--out", str(tmp_path / "out")]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"{bad}: 1 task(s) (a, ...) name cluster 'nope', which the configuration does not have; clusters: "
+        f"h100; fix the trace's cluster field, or keep that cluster (--cluster)",
+        f"{bad}: a node failure names node 'h100-n9999', which the configuration does not have; nodes are "
+        f"named {{cluster}}-n0000, {{cluster}}-n0001, ... up to each cluster's node count", "2 problems found"]
+    listed = tmp_path / "l.jsonl"
+    listed.write_text('{"id": "a", "submit": 0, "runtime": 60, "owner": ["x"]}\n')
+    with pytest.raises(UserError) as err:
+        load_trace(listed)
+    assert err.value.problems[0].message == "owner must be text, got list ['x']"
 
 
 def test_cluster_override():

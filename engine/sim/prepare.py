@@ -41,13 +41,11 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 import numpy as np
-import yaml
 
 from engine.errors import Problem, UserError
-from engine.loader.yamlread import yaml_problem
 from engine.model import BudgetNode, BudgetTree, Config
 from engine.sim.trace import Task, Trace, replace_task
 
@@ -111,29 +109,44 @@ def assign_contract(task: Task, config: Config, rules: ContractRules, seed: int)
 # ---------------------------------------------------------------------------- mapping
 
 
-def load_mapping(path: str | Path) -> dict[str, str | None]:
+def load_mapping(path: str | Path, leaves: Collection[str] | None = None) -> dict[str, str | None]:
     """Read a mapping file: ``owners: {owner: leaf}``, optional ``default: <leaf>|unfunded``.
-    The default is returned under the key ``"*"``; ``unfunded`` maps to ``None``."""
+    The default is returned under the key ``"*"``; ``unfunded`` maps to ``None``. Read as the
+    configuration's YAML is (duplicate owners and other traps refused), and every problem at
+    once, at its line: unknown fields, values that are not a leaf's name, and, given
+    ``leaves``, names that are not leaves of the tree (used by the trace or not)."""
+    from engine.loader.yamlread import parse
+
     path = Path(path)
+    hint = "write owners: {<trace owner>: <budget leaf>}, optionally default: <leaf>|unfunded"
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except OSError as err:
         raise UserError([Problem(str(path), 0, 0, f"cannot read the mapping: {err.strerror or err}",
                                  "give the path of a mapping file (--mapping)")]) from None
-    except UnicodeDecodeError as err:
-        raise UserError([Problem(str(path), 0, 0, f"the mapping is not UTF-8 text (byte "
-                                 f"0x{err.object[err.start]:02x})", "save it as UTF-8")]) from None
-    except yaml.YAMLError as err:
-        raise UserError([yaml_problem(str(path), err)]) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("owners"), dict):
-        raise UserError([Problem(str(path), 1, 1, "a mapping file needs an 'owners' mapping",
-                                 "write owners: {<trace owner>: <budget leaf>}, optionally default: "
-                                 "<leaf>|unfunded")])
+    doc, problems = parse(str(path), raw)
+    if doc is None:
+        raise UserError(problems)
+    data = doc.data
+    if not isinstance(data, dict) or not isinstance(data.get("owners"), dict):
+        raise UserError([doc.problem(("owners",), "a mapping file needs an 'owners' mapping", hint)])
+    problems = [doc.problem((k,), f"unknown field {k!r} in the mapping", hint, key=True)
+                for k in data if k not in ("owners", "default")]
     out: dict[str, str | None] = {}
-    for owner, leaf in doc["owners"].items():
-        out[str(owner)] = None if leaf in (None, UNFUNDED) else str(leaf)
-    if "default" in doc:
-        out["*"] = None if doc["default"] in (None, UNFUNDED) else str(doc["default"])
+    named = [(("owners", owner), str(owner), leaf) for owner, leaf in data["owners"].items()]
+    if "default" in data:
+        named.append((("default",), "*", data["default"]))
+    for where, owner, leaf in named:
+        if leaf is not None and not isinstance(leaf, str):
+            problems.append(doc.problem(where, f"{'.'.join(map(str, where))} must be a leaf's name or "
+                                        f"{UNFUNDED}, got {leaf!r}", hint))
+        elif leaf not in (None, UNFUNDED) and leaves is not None and leaf not in leaves:
+            problems.append(doc.problem(where, f"{leaf!r} is not a leaf of the budget tree",
+                                        f"leaves are: {', '.join(sorted(leaves))}"))
+        else:
+            out[owner] = None if leaf in (None, UNFUNDED) else leaf
+    if problems:
+        raise UserError(problems)
     return out
 
 
@@ -291,7 +304,7 @@ def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | N
     """Map owners to leaves, assign contracts, compress to ``demand_ratio_target``."""
     tree = config.tree
     if isinstance(mapping, (str, Path)):
-        mapping = load_mapping(mapping)
+        mapping = load_mapping(mapping, tree.leaves())
     needs_map = any(t.leaf is None for t in trace.tasks)
     if mapping is None and needs_map:
         mapping = derive_mapping(trace, tree)

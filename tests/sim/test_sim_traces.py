@@ -222,7 +222,25 @@ def test_trace_and_mapping_files_that_are_not_text_say_so(tmp_path):
         assert err.value.problems[0].message.startswith(words), path
     with pytest.raises(UserError) as err:
         load_mapping(tmp_path / "m.yaml")
-    assert err.value.problems[0].message == "the mapping is not UTF-8 text (byte 0xff)"
+    assert err.value.problems[0].message.startswith("file is not valid UTF-8 (byte 0xff")
+
+
+def test_a_mapping_file_is_checked_whole_at_its_lines(tmp_path):
+    """Every problem of a mapping at once, at its line, used by the trace or not: unknown
+    fields, an owner given twice, values that are not names, names that are not leaves."""
+    m = tmp_path / "m.yaml"
+    m.write_text("owners:\n  a: x\n  b: [y]\n  c: unfunded\n  a: z\ndefault: nope\nextra: 1\n")
+    with pytest.raises(UserError) as err:
+        load_mapping(m, ["x", "z"])
+    assert [(p.line, p.message) for p in err.value.problems][:1] == [(5, "duplicate key 'a' (first written on line 2)")]
+    m.write_text("owners:\n  a: x\n  b: [y]\n  c: unfunded\ndefault: nope\nextra: 1\n")
+    with pytest.raises(UserError) as err:
+        load_mapping(m, ["x", "z"])
+    assert sorted((p.line, p.message) for p in err.value.problems) == [
+        (3, "owners.b must be a leaf's name or unfunded, got ['y']"), (5, "'nope' is not a leaf of the budget tree"),
+        (6, "unknown field 'extra' in the mapping")]
+    m.write_text("owners: {a: x, c: unfunded}\ndefault: z\n")
+    assert load_mapping(m, ["x", "z"]) == {"a": "x", "c": None, "*": "z"}
 
 
 def test_philly_and_helios_rows_that_are_wrong_are_all_reported(tmp_path):

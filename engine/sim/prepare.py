@@ -110,8 +110,9 @@ def assign_contract(task: Task, config: Config, rules: ContractRules, seed: int)
 
 
 def load_mapping(path: str | Path, leaves: Collection[str] | None = None) -> dict[str, str | None]:
-    """Read a mapping file: ``owners: {owner: leaf}``, optional ``default: <leaf>|unfunded``.
-    The default is returned under the key ``"*"``; ``unfunded`` maps to ``None``. Read as the
+    """Read a mapping file: ``owners: {owner: leaf}``, optional ``default: <leaf>|unfunded``
+    (and the notes ``trace:`` and ``description:``, which the bundled mappings use). The
+    default is returned under the key ``"*"``; ``unfunded`` maps to ``None``. Read as the
     configuration's YAML is (duplicate owners and other traps refused), and every problem at
     once, at its line: unknown fields, values that are not a leaf's name, and, given
     ``leaves``, names that are not leaves of the tree (used by the trace or not)."""
@@ -130,10 +131,12 @@ def load_mapping(path: str | Path, leaves: Collection[str] | None = None) -> dic
     data = doc.data
     if not isinstance(data, dict) or not isinstance(data.get("owners"), dict):
         raise UserError([doc.problem(("owners",), "a mapping file needs an 'owners' mapping", hint)])
-    problems = [doc.problem((k,), f"unknown field {k!r} in the mapping", hint, key=True)
-                for k in data if k not in ("owners", "default")]
+    problems = [doc.problem((k,), f"unknown field {k!r} in the mapping", hint + " (and trace: "
+                            "or description: as notes)", key=True)
+                for k in data if k not in ("owners", "default", "trace", "description")]
     out: dict[str, str | None] = {}
-    named = [(("owners", owner), str(owner), leaf) for owner, leaf in data["owners"].items()]
+    named: list[tuple[tuple, str, object]] = [(("owners", owner), str(owner), leaf)
+                                              for owner, leaf in data["owners"].items()]
     if "default" in data:
         named.append((("default",), "*", data["default"]))
     for where, owner, leaf in named:

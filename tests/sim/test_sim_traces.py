@@ -239,8 +239,12 @@ def test_a_mapping_file_is_checked_whole_at_its_lines(tmp_path):
     assert sorted((p.line, p.message) for p in err.value.problems) == [
         (3, "owners.b must be a leaf's name or unfunded, got ['y']"), (5, "'nope' is not a leaf of the budget tree"),
         (6, "unknown field 'extra' in the mapping")]
-    m.write_text("owners: {a: x, c: unfunded}\ndefault: z\n")
+    m.write_text("trace: mine\nowners: {a: x, c: unfunded}\ndefault: z\n")
     assert load_mapping(m, ["x", "z"]) == {"a": "x", "c": None, "*": "z"}
+    from engine.loader import load_config  # the bundled mappings, against the repository's tree
+    leaves = load_config().tree.leaves()
+    for name in ("philly", "helios"):
+        assert load_mapping(Path(__file__).parents[2] / "traces" / name / "mapping.yaml", leaves)
 
 
 def test_philly_and_helios_rows_that_are_wrong_are_all_reported(tmp_path):

@@ -118,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         print(f"allot reconcile: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
         return 1
+    if args.policy_repo is not None and not args.policy_repo.strip():
+        print("allot reconcile: --policy-repo is empty; give a git URL or a path (or drop the flag "
+              "for the embedded policy)", file=sys.stderr)
+        return 1
     try:
         client = KubeClient.connect(args.kubeconfig)
     except Exception as err:  # a missing or broken kubeconfig is a user error, not a traceback

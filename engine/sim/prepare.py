@@ -269,9 +269,15 @@ def window_compression(trace: Trace, capacity_gpus: int, seconds: float, ratio: 
 
 def _solve(at: Callable[[float], float], ratio: float, name: str) -> float:
     """The factor where the increasing ``at`` reaches ``ratio`` (bisection, 6 digits)."""
-    if at(1e6) < ratio:
-        raise UserError([Problem(name, 0, 0, f"trace cannot reach demand ratio {ratio:g}",
-                                 "lower --demand-ratio or use a smaller cluster")])
+    most = at(1e6)
+    name = name or "the trace"
+    if most < ratio:
+        if most <= 0:
+            raise UserError([Problem(name, 0, 0, "the window holds no GPU work to replay",
+                                     "choose a part of the trace with jobs in it")])
+        raise UserError([Problem(name, 0, 0, f"trace cannot reach demand ratio {ratio:g} (at most "
+                                 f"{most:.3g} however compressed)",
+                                 "lower --demand-ratio, replay a longer window, or simulate fewer GPUs")])
     lo, hi = 1e-4, 1e6
     for _ in range(200):
         mid = math.sqrt(lo * hi)

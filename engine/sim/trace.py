@@ -239,9 +239,10 @@ def failure_from_record(rec: Mapping[str, Any]) -> tuple[NodeFailure | None, lis
 
 
 def _open_text(path: Path) -> io.TextIOBase:
+    # (utf-8-sig: UTF-8, without the byte-order mark some spreadsheet tools write first)
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
 
 
 def read_trace_file(path: str | Path, name: str | None = None) -> Trace:

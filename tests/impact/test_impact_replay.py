@@ -341,8 +341,10 @@ def test_a_window_that_cannot_offer_the_demand_is_refused():
     from engine.impact.window import window_for
 
     trace = Trace.of([Task("a", 0.0, 1, 1, 60.0, "x", leaf="x")])
-    with pytest.raises(UserError, match="cannot reach demand ratio 1.1"):
+    with pytest.raises(UserError, match=r"cannot reach demand ratio 1.1 \(at most 2.17e-05 however compressed\)"):
         window_for(trace, 32, ReplaySpec(days=1.0, demand_ratio=1.1))
+    with pytest.raises(UserError, match="the window holds no GPU work to replay"):
+        window_for(Trace.of([]), 32, ReplaySpec(days=1.0, demand_ratio=1.1))
 
 
 def test_a_start_day_past_the_trace_says_so(shift_repo, capsys):

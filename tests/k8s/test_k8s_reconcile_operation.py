@@ -97,6 +97,8 @@ def test_reconcile_with_an_unreadable_kubeconfig_is_a_user_error(tmp_path, capsy
     assert err.rstrip().endswith("; pass --kubeconfig PATH, or run it in the cluster (deploy/)")
     assert main(["reconcile", "--kubeconfig", str(tmp_path / "none"), "--once"]) == 1
     assert capsys.readouterr().err == f"allot reconcile: --kubeconfig {tmp_path / 'none'}: no such file\n"
+    assert main(["reconcile", "--once", "--policy-repo", " "]) == 1  # (not the embedded policy, quietly)
+    assert capsys.readouterr().err.startswith("allot reconcile: --policy-repo is empty; give a git URL or a path")
 
 
 def test_reconcile_with_no_configuration_at_all_says_where_it_looked(tmp_path, capsys, monkeypatch):

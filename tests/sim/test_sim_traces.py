@@ -247,6 +247,14 @@ def test_a_mapping_file_is_checked_whole_at_its_lines(tmp_path):
         assert load_mapping(Path(__file__).parents[2] / "traces" / name / "mapping.yaml", leaves)
 
 
+def test_a_csv_trace_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Spreadsheet tools write a UTF-8 byte-order mark first: it is not part of the first column."""
+    text = "id,submit,pods,gpus_per_pod,runtime,owner\n1,0,1,1,60,o\n"
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (tmp_path / "plain.csv").write_text(text)
+    assert load_trace(tmp_path / "bom.csv").tasks == load_trace(tmp_path / "plain.csv").tasks
+
+
 def test_philly_and_helios_rows_that_are_wrong_are_all_reported(tmp_path):
     """A bad row is a problem at its line, all at once, never a value quietly changed (a
     negative duration made 1 s) or a traceback; a header without the columns is said once."""

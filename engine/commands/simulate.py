@@ -146,16 +146,20 @@ def knob_values(settings: list[str]) -> dict[str, object]:
     import yaml
 
     out: dict[str, object] = {}
+    problems: list[Problem] = []
     for item in settings:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise UserError([Problem("--set", 0, 0, f"{item!r} is not KNOB=VALUE",
-                                     "write e.g. --set placement.loans=true", "usage")])
+            problems.append(Problem("--set", 0, 0, f"{item!r} is not KNOB=VALUE",
+                                    "write e.g. --set placement.loans=true", "usage"))
+            continue
         try:
             out[key.strip()] = yaml.safe_load(text)
         except yaml.YAMLError:
-            raise UserError([Problem("--set", 0, 0, f"{item!r}: the value is not YAML",
-                                     "quote it the way the policy file would", "usage")]) from None
+            problems.append(Problem("--set", 0, 0, f"{item!r}: the value is not YAML",
+                                    "quote it the way the policy file would", "usage"))
+    if problems:
+        raise UserError(problems)
     return out
 
 

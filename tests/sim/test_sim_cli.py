@@ -107,6 +107,10 @@ def test_set_replaces_a_policy_knob_for_the_run_and_checks_it(tmp_path, capsys):
         "--set: placement.loans=maybe: placement.loans must be true or false, got string 'maybe'",
         "--set: placement.reservationShare=2: placement.reservationShare is 2, must be <= 1"]
     assert " (the knob is at policies/scheduling.yaml:" in lines[1]
+    rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)),
+               "--set", "=1", "--set", "placement", "--set", "placement.loans=[1"])
+    lines = capsys.readouterr().err.splitlines()
+    assert rc == 1 and lines[-1] == "3 problems found", lines  # (every malformed --set at once)
 
 
 def test_progress_line_has_a_bar_per_run(capsys):

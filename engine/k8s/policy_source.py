@@ -128,7 +128,9 @@ class PolicySource:
         try:
             sha = self._fetch()
         except (pygit2.GitError, KeyError, ValueError, OSError) as err:
-            self.fetch_error = f"{type(err).__name__}: {err}"
+            said = err.args[0] if isinstance(err, KeyError) and err.args else err
+            self.fetch_error = (f"{type(err).__name__}: {said}; check --policy-repo and --branch "
+                                f"(a private repository needs the allot-git Secret: ALLOT_GIT_*)")
             log.warning("policy fetch from %s failed: %s", self.location, self.fetch_error)
             return PolicyEvent("fetch-failed", self.revision or "", self.fetch_error)
         self.fetch_error = None

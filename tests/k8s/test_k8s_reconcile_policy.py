@@ -102,6 +102,8 @@ def test_source_reports_a_fetch_failure_and_keeps_running(tmp_path):
     assert src.mode == "git"
     event = src.poll()
     assert event.kind == "fetch-failed" and src.config is None and src.fetch_error
+    assert event.message.endswith("; check --policy-repo and --branch (a private repository needs the "
+                                  "allot-git Secret: ALLOT_GIT_*)")
 
 
 def test_reconciler_keeps_scheduling_with_the_last_good_commit(kube_emulator, kube_client,

@@ -180,26 +180,30 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
             if not any(row.values()):
                 continue
             rec = {field: row[col] for field, col in columns.items()}
+            line = reader.line_num
+            mine: list[Problem] = []  # (every problem of the row, not the first)
             try:
                 rec["submit"] = _ts(rec["submit"])
             except ValueError:
-                problems.append(Problem(str(path), reader.line_num, 0,
-                                        f"submit must be seconds or an ISO timestamp, got {rec['submit']!r}",
-                                        f"column {columns['submit']!r}"))
-                continue
+                mine.append(Problem(str(path), line, 0, f"submit must be seconds or an ISO timestamp, "
+                                    f"got {rec['submit']!r}", f"column {columns['submit']!r}"))
+                rec["submit"] = 0.0
             if "gpus" in rec:
                 raw = rec.pop("gpus")
                 gpus = _whole(raw)
                 if gpus is None:
-                    problems.append(Problem(str(path), reader.line_num, 0,
-                                            f"gpus must be a whole number >= 0, got {raw!r}",
-                                            f"column {columns['gpus']!r}"))
-                    continue
+                    mine.append(Problem(str(path), line, 0, f"gpus must be a whole number >= 0, got {raw!r}",
+                                        f"column {columns['gpus']!r}"))
+                    gpus = 1
                 pods, gpp = gang_shape(gpus, gpus_per_node)
                 rec.setdefault("pods", pods)
                 rec.setdefault("gpus_per_pod", gpp)
-            rec.setdefault("id", f"{path.name.split('.')[0]}-{reader.line_num:06d}")
-            recs.append((rec, reader.line_num))
+            rec.setdefault("id", f"{path.name.split('.')[0]}-{line:06d}")
+            mine += [Problem(str(path), line, 0, msg) for msg in task_from_record(rec)[1]]
+            if mine:
+                problems += mine
+                continue
+            recs.append((rec, line))
     t0 = min((r["submit"] for r, _ in recs), default=0.0)
     tasks = []
     for rec, line in recs:

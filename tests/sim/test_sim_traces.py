@@ -86,6 +86,13 @@ def test_a_generic_csv_value_that_cannot_be_read_names_its_field_and_column(tmp_
         f"{path}:2:0: submit must be seconds or an ISO timestamp, got 'yesterday'; column 'when'",
         f"{path}:3:0: gpus must be a whole number >= 0, got 'two'; column 'n'",
         f"{path}:4:0: gpus must be a whole number >= 0, got '1.5'; column 'n'"]
+    path.write_text("when,secs,n,team\nyesterday,-200,-2,red\n")  # (every problem of a row, not the first)
+    with pytest.raises(UserError) as err:
+        load_trace(path, fmt="generic", columns={"submit": "when", "runtime": "secs", "gpus": "n",
+                                                  "owner": "team"})
+    assert sorted(p.message for p in err.value.problems) == [
+        "gpus must be a whole number >= 0, got '-2'", "runtime must be >= 0, got '-200'",
+        "submit must be seconds or an ISO timestamp, got 'yesterday'"]
 
 
 def test_past_200_problems_the_rest_are_counted_not_dropped(tmp_path):

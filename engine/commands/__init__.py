@@ -58,28 +58,26 @@ MAX_DAYS = 3650.0  # ten years of simulated time: more is a typo, not an experim
 MAX_TASKS = 10_000_000  # a synthetic trace's tasks: about 10 GB of memory at most
 
 
+def _at_most(value: float, most: float, said: str, text: str):
+    """``value``, unless above ``most``: then the argparse error ``must be at most {said}``."""
+    if value > most:
+        raise argparse.ArgumentTypeError(f"must be at most {said}, got {text!r}")
+    return value
+
+
 def days(text: str) -> float:
     """argparse type: simulated days, > 0 and at most :data:`MAX_DAYS`."""
-    value = positive(text)
-    if value > MAX_DAYS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_DAYS:g} days, got {text!r}")
-    return value
+    return _at_most(positive(text), MAX_DAYS, f"{MAX_DAYS:g} days", text)
 
 
 def days_or_all(text: str) -> float:
     """argparse type: simulated days, 0 (all) or up to :data:`MAX_DAYS`."""
-    value = non_negative(text)
-    if value > MAX_DAYS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_DAYS:g} days (0: all), got {text!r}")
-    return value
+    return _at_most(non_negative(text), MAX_DAYS, f"{MAX_DAYS:g} days (0: all)", text)
 
 
 def tasks(text: str) -> int:
     """argparse type: a synthetic trace's size, 1 to :data:`MAX_TASKS`."""
-    value = count(text)
-    if value > MAX_TASKS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_TASKS:,}, got {text!r}")
-    return value
+    return _at_most(count(text), MAX_TASKS, f"{MAX_TASKS:,}", text)
 
 
 def seed(text: str) -> int:

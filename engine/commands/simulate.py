@@ -220,7 +220,7 @@ def load_with_settings(root: str | None, rev: str | None, settings: list[str]):
     except UserError:
         pass
     load_config(root, rev=rev)  # (the files' own problems, as they are)
-    point = [(k, item.partition("=")[2]) for k, item in zip(values, settings)]
+    point = [(item.partition("=")[0].strip(), item.partition("=")[2]) for item in settings]
     problems: list[Problem] = []
     for (k, v), item in zip(point, settings):
         problems += [p for p in knob_problems("--set", [(k, v)], knob_values([item]), root, rev)

@@ -105,6 +105,8 @@ class Ledger:
         if end < start:
             raise ValueError(f"charge interval ends before it starts: [{start}, {end}]")
         rate = float(gpus) * float(weight)
+        if not (math.isfinite(rate) and math.isfinite(start) and math.isfinite(end)):
+            raise ValueError(f"charge of {gpus} GPUs x {weight} over [{start}, {end}] is not finite")
         if rate == 0.0 or end == start:
             return
         if rate < 0:
@@ -248,14 +250,22 @@ class Ledger:
 
     @staticmethod
     def from_dict(d: Mapping) -> "Ledger":
-        ledger = Ledger(d["leaves"], d["lookback_s"], d.get("bucket_s", 300.0))
-        ledger.origin = d.get("origin")
+        def finite(x: object) -> float:  # (a ledger edited by hand: ValueError, not NaN kept)
+            value = float(x)  # type: ignore[arg-type]
+            if not math.isfinite(value):
+                raise ValueError(f"ledger value {x!r} is not finite")
+            return value
+
+        ledger = Ledger([str(leaf) for leaf in d["leaves"]], finite(d["lookback_s"]),
+                        finite(d.get("bucket_s", 300.0)))
+        origin = d.get("origin")
+        ledger.origin = None if origin is None else finite(origin)
         horizon = d.get("horizon")
-        ledger.horizon = -math.inf if horizon is None else float(horizon)
+        ledger.horizon = -math.inf if horizon is None else finite(horizon)
         for leaf, base in zip(d["leaves"], d.get("base", [])):
-            ledger._base[ledger._index[leaf]] = float(base)
+            ledger._base[ledger._index[str(leaf)]] = finite(base)
         for leaf, t, delta in d.get("breakpoints", []):
-            ledger._point(ledger._leaf(leaf), float(t), float(delta))
+            ledger._point(ledger._leaf(str(leaf)), finite(t), finite(delta))
         return ledger
 
     def merge(self, other: "Ledger") -> None:

@@ -247,11 +247,11 @@ class Applier:
         placement = marks.parse_placement(ann.get(marks.PLACEMENT)) or Placement(())
         started = marks.parse_time(ann.get(marks.STARTED_AT)) or now
         weight = billing_weight(placement, obs.node_cluster, config,
-                                _float(ann.get(marks.WEIGHT), 1.0))
+                                marks.number(ann.get(marks.WEIGHT), 1.0))
         record = marks.RunRecord(started, max(now, started), placement.gpus, weight,
                                  ann.get(marks.LEAF) or None)
-        count = int(_float(ann.get(marks.PREEMPTIONS), 0)) + 1
-        ran = _float(ann.get(marks.RUN_SECONDS), 0.0) + (record.end - record.start)
+        count = int(marks.number(ann.get(marks.PREEMPTIONS), 0)) + 1
+        ran = marks.number(ann.get(marks.RUN_SECONDS), 0.0) + (record.end - record.start)
         patch = {"metadata": {"annotations": {
             marks.STATE: "preempted", marks.REASON: act.reason,
             marks.STARTED_AT: None, marks.PROTECTED_UNTIL: None, marks.PLACEMENT: None,
@@ -297,7 +297,7 @@ class Applier:
             run = marks.RunRecord(record.start, record.end or now, record.gpus, record.weight,
                                   record.leaf)
             patch["metadata"]["annotations"][marks.LAST_RUN] = run.to_text()
-            ran = _float(ann.get(marks.RUN_SECONDS), 0.0) + (run.end - run.start)
+            ran = marks.number(ann.get(marks.RUN_SECONDS), 0.0) + (run.end - run.start)
             patch["metadata"]["annotations"][marks.RUN_SECONDS] = f"{ran:.3f}"
         return patch, None
 
@@ -378,10 +378,3 @@ class Applier:
         except ApiError as err:
             log.warning("event %s on %s/%s not recorded: %s", reason, namespace, meta.get("name"),
                         err)
-
-
-def _float(text: str | None, default: float) -> float:
-    try:
-        return float(text) if text is not None else default
-    except ValueError:
-        return default

@@ -122,7 +122,7 @@ class LedgerStore:
             return self._fresh(config, None)
         rv = str((obj.get("metadata") or {}).get("resourceVersion", "")) or None
         data = obj.get("data") or {}
-        until = _float(data.get("charged-until-epoch"))
+        until = marks.maybe_number(data.get("charged-until-epoch"))
         blob = (obj.get("binaryData") or {}).get(BLOB)
         try:
             if blob is None:
@@ -153,7 +153,7 @@ class LedgerStore:
                     written = self.client.replace("configmaps", self.namespace, self.name, body)
             except Conflict:
                 current = self.client.get("configmaps", self.namespace, self.name)
-                current_until = None if current is None else _float(
+                current_until = None if current is None else marks.maybe_number(
                     (current.get("data") or {}).get("charged-until-epoch"))
                 if current is not None and current_until == state.persisted_until:
                     state.resource_version = str(current["metadata"].get("resourceVersion"))
@@ -187,10 +187,3 @@ class LedgerStore:
             },
             "binaryData": {BLOB: blob},
         }
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None

@@ -343,11 +343,26 @@ class Reconciler:
         config = self.policy.config
         return config.policy.scheduling_interval_s if config is not None else 60.0
 
+    def safe_pass(self) -> PassReport:
+        """:meth:`run_pass`, but a pass that fails in a way nobody foresaw (a Job or ConfigMap
+        edited into something no reconciler wrote, an API answer that is not JSON) is logged
+        with its traceback, counted (``allot_pass_errors_total``) and reported, and the loop
+        goes on: the next pass may find the object fixed, and every other Job still needs
+        scheduling. Crashing would restart the process into the same state, a crash loop."""
+        try:
+            return self.run_pass()
+        except Exception as err:
+            log.exception("pass failed")
+            self.metrics.inc("allot_pass_errors_total")
+            self.health.ready, self.health.reason = False, f"last pass failed: {type(err).__name__}: {err}"
+            return PassReport(now=self.clock(), leader=self.elector.is_leader(), acted=False,
+                              error=f"the pass failed ({type(err).__name__}: {err}); see the log")
+
     def run(self, once: bool = False) -> PassReport | None:
         """Run passes until :meth:`stop` (or a single pass with ``once``)."""
         if once:
             try:
-                return self.run_pass()
+                return self.safe_pass()
             finally:
                 if not self.options.dry_run:
                     self.elector.release()
@@ -361,7 +376,7 @@ class Reconciler:
                 woke = self._wake.is_set()
                 self._wake.clear()
                 if woke or force or time.monotonic() >= next_resync:
-                    report = self.run_pass()
+                    report = self.safe_pass()
                     next_resync = time.monotonic() + self.interval_s
                     force = report.stale
                 elif not self.options.dry_run:

@@ -157,6 +157,25 @@ def parse_submitter(text: str | None) -> tuple[Principal, ...]:
     return tuple(out)
 
 
+def maybe_number(text: str | None) -> float | None:
+    """A number the reconciler wrote (an annotation, the ledger's ``charged-until-epoch``), or
+    None when it is missing or was edited into something that is not a finite number >= 0
+    (a NaN or a negative count must not reach the ledger or the patches)."""
+    if text is None or text == "":
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def number(text: str | None, default: float) -> float:
+    """:func:`maybe_number`, ``default`` when there is none."""
+    value = maybe_number(text)
+    return default if value is None else value
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A finished run of a Job, kept on the Job until it has been charged.
@@ -184,10 +203,17 @@ class RunRecord:
             return None
         try:
             d = json.loads(text)
-            return RunRecord(float(d["start"]), float(d["end"]), int(d["gpus"]),
-                             float(d.get("weight", 1.0)), d.get("leaf"))
-        except (ValueError, KeyError, TypeError):
+            rec = RunRecord(float(d["start"]), float(d["end"]), int(d["gpus"]),
+                            float(d.get("weight", 1.0)), d.get("leaf"))
+        except (ValueError, KeyError, TypeError, OverflowError):
             return None
+        # (written by the reconciler; edited by hand it must not charge NaN, a negative
+        # rate, or to a leaf that is not a name)
+        if not (math.isfinite(rec.start) and math.isfinite(rec.end) and rec.start <= rec.end
+                and rec.gpus >= 0 and math.isfinite(rec.weight) and rec.weight > 0
+                and (rec.leaf is None or isinstance(rec.leaf, str))):
+            return None
+        return rec
 
 
 def explain_annotations(status: WorkloadStatus | None, commit: str, running: bool,

@@ -21,7 +21,7 @@ Families (labels in braces):
   summary: ``_sum`` and ``_count`` over all passes), ``allot_last_pass_timestamp_seconds``
 - ``allot_config_info{revision}`` (1 for the revision in force),
   ``allot_policy_invalid{revision}`` (1 while the newest candidate is invalid),
-  ``allot_policy_invalid_total``, ``allot_policy_fetch_errors_total``
+  ``allot_policy_invalid_total``, ``allot_policy_fetch_errors_total``, ``allot_pass_errors_total``
 - ``allot_is_leader``, ``allot_api_calls_total``, ``allot_api_retries_total``,
   ``allot_api_errors_total{status}``, ``allot_ledger_charged_gpu_seconds_total``
 """
@@ -62,6 +62,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "allot_policy_invalid": ("gauge", "1 while the newest policy revision is invalid."),
     "allot_policy_invalid_total": ("counter", "Invalid policy revisions seen."),
     "allot_policy_fetch_errors_total": ("counter", "Failed fetches of the policy repo."),
+    "allot_pass_errors_total": ("counter", "Passes that failed unforeseen (logged with a traceback); the loop went on."),
     "allot_is_leader": ("gauge", "1 when this replica holds the Lease."),
     "allot_api_calls_total": ("counter", "Kubernetes API calls."),
     "allot_api_retries_total": ("counter", "Kubernetes API calls retried."),

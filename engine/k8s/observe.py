@@ -120,8 +120,8 @@ def is_managed(job: Obj, config: Config) -> bool:
 def _quantity(value: Any) -> int:
     """A GPU quantity (``"8"``, ``8``) as an int; anything unreadable counts 0."""
     try:
-        return int(float(str(value)))
-    except (TypeError, ValueError):
+        return max(0, int(float(str(value))))
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: "inf", "1e999")
         return 0
 
 
@@ -272,7 +272,7 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
         placement = marks.parse_placement(ann.get(marks.PLACEMENT))
         state = ann.get(marks.STATE, "")
         started = marks.parse_time(ann.get(marks.STARTED_AT))
-        stored_weight = _float(ann.get(marks.WEIGHT), 1.0)
+        stored_weight = marks.number(ann.get(marks.WEIGHT), 1.0)
         leaf = ann.get(marks.LEAF) or None
         done = finished_at(job)
         if done is not None:
@@ -331,10 +331,3 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
                         pending=tuple(pending))
     return Observation(snapshot, views, node_objs, tuple(occupancy), tuple(finished),
                        tuple(held), node_cluster)
-
-
-def _float(text: str | None, default: float) -> float:
-    try:
-        return float(text) if text is not None else default
-    except ValueError:
-        return default

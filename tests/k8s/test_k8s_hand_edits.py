@@ -1,0 +1,104 @@
+"""What the reconciler finds edited by hand, or answered oddly, never stops it: annotations
+and ConfigMaps it wrote, changed into values no reconciler writes, are read as absent (never
+a NaN or a negative charge that would poison the ledger and the ranks for good), and a pass
+that fails in a way nobody foresaw is logged and counted while the loop goes on (a crash would
+restart the process into the same state: a crash loop)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+
+import pytest
+
+from engine.core.ledger import Ledger
+from engine.k8s import marks
+from engine.k8s.observe import _quantity
+from tests.k8s.reconcile_support import POLICY_NS, T0, Env, ann, job
+
+
+@pytest.fixture
+def env(kube_emulator, kube_client, tmp_path):
+    return Env(kube_emulator, kube_client, tmp_path / "policy")
+
+
+@pytest.mark.parametrize("text", [
+    '{"start":1,"end":2,"gpus":1,"weight":NaN,"leaf":"a"}', '{"start":1,"end":2,"gpus":1,"weight":-1,"leaf":"a"}',
+    '{"start":1,"end":2,"gpus":1,"weight":Infinity,"leaf":"a"}', '{"start":1,"end":2,"gpus":1e999,"leaf":"a"}',
+    '{"start":1,"end":2,"gpus":-3,"leaf":"a"}', '{"start":3,"end":2,"gpus":1,"leaf":"a"}',
+    '{"start":1,"end":2,"gpus":1,"leaf":["x"]}', '{"start":"abc","end":2,"gpus":1}', "[1,2]", "{"])
+def test_a_run_record_edited_into_nonsense_is_read_as_none(text):
+    assert marks.RunRecord.parse(text) is None
+
+
+def test_numbers_the_reconciler_wrote_are_finite_and_not_negative_or_absent():
+    assert marks.number("2.5", 1.0) == 2.5 and marks.number(None, 1.0) == 1.0
+    for bad in ("nan", "inf", "-1", "1e999", "abc", ""):
+        assert marks.number(bad, 7.0) == 7.0 and marks.maybe_number(bad) is None, bad
+    assert _quantity("inf") == 0 and _quantity("1e999") == 0 and _quantity("-2") == 0 and _quantity("8") == 8
+
+
+def test_the_ledger_refuses_what_is_not_finite():
+    ledger = Ledger(["a"], 3600.0)
+    with pytest.raises(ValueError, match="not finite"):
+        ledger.charge("a", 0.0, 10.0, 1, math.nan)
+    good = Ledger(["a"], 3600.0)
+    good.charge("a", 0.0, 10.0, 1)
+    d = good.to_dict()
+    for change in ({"origin": "abc"}, {"origin": math.inf}, {"base": [math.nan]}, {"lookback_s": math.nan}):
+        with pytest.raises((ValueError, TypeError)):
+            Ledger.from_dict({**d, **change})
+    assert Ledger.from_dict(d).usage(10.0) == good.usage(10.0)
+
+
+@pytest.mark.parametrize("change", [{"origin": "abc"}, {"base": [math.nan, 0.0]}])
+def test_a_ledger_configmap_edited_into_nonsense_starts_afresh(env, change):
+    env.nodes(1)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=4))
+    r = env.reconciler()
+    r.run_pass()
+    env.advance(600)
+    r.run_pass()
+    cm = env.emu.get("configmaps", POLICY_NS, "allot-ledger")
+    d = {**json.loads(gzip.decompress(base64.b64decode(cm["binaryData"]["ledger.json.gz"]))), **change}
+    cm["binaryData"]["ledger.json.gz"] = base64.b64encode(gzip.compress(json.dumps(d).encode())).decode()
+    env.emu.replace(cm)
+    fresh = env.reconciler("r1")
+    state = fresh.store.load(fresh.policy.poll() and fresh.policy.config)
+    assert state.ledger.origin is None and state.charged_until is None  # (fresh, not NaN kept)
+
+
+def test_a_nan_weight_in_a_last_run_never_reaches_the_ledger(env):
+    env.nodes(1)
+    env.submit(job("team-a", "bad", budget="team-a", min_runtime="1h", gpus=1, annotations={
+        marks.LAST_RUN: json.dumps({"start": T0 - 600, "end": T0, "gpus": 1, "leaf": "team-a"}).replace(
+            '"leaf"', '"weight": NaN, "leaf"')}))
+    r = env.reconciler()
+    r.run_pass()
+    usage = env.ledger_usage()
+    assert all(math.isfinite(v) for v in usage.values()), usage
+
+
+def test_a_pass_that_fails_unforeseen_is_logged_and_the_loop_goes_on(env, monkeypatch, caplog):
+    import engine.k8s.loop as loop_module
+
+    env.nodes(1)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=1))
+    r = env.reconciler()
+    real = loop_module.observe
+
+    def broken(*args, **kwargs):
+        raise AttributeError("'str' object has no attribute 'get'")
+
+    monkeypatch.setattr(loop_module, "observe", broken)
+    report = r.safe_pass()
+    assert report.acted is False and report.error.startswith("the pass failed (AttributeError: ")
+    assert r.metrics.get("allot_pass_errors_total") == 1 and r.health.ready is False
+    assert "pass failed" in caplog.text and "Traceback" in caplog.text
+    monkeypatch.setattr(loop_module, "observe", real)
+    env.advance(30)
+    assert r.safe_pass().acted and env.state("team-a", "a") == "running"  # (and it schedules again)
+    assert r.health.ready is True
+    assert ann(env.job("team-a", "a"))[marks.STATE] == "running"

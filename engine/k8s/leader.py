@@ -44,6 +44,8 @@ class LeaderElector:
         self.holder: str | None = None
         self.transitions = 0
         self.error: str | None = None  # why the last round could not read or write the Lease
+        self._seen: tuple | None = None  # the other holder's record last seen, and when
+        self._seen_at = 0.0
 
     def is_leader(self) -> bool:
         """True while the last renewal is younger than the renew deadline."""
@@ -75,9 +77,17 @@ class LeaderElector:
             rv = str((lease.get("metadata") or {}).get("resourceVersion", ""))
             holder = spec.get("holderIdentity") or ""
             self.holder = holder or None
-            self.transitions = int(spec.get("leaseTransitions") or 0)
-            renewed = marks.parse_time(spec.get("renewTime")) or 0.0
-            duration = float(spec.get("leaseDurationSeconds") or self.lease_s)
+            self.transitions = _whole(spec.get("leaseTransitions"), 0)
+            # when the holder last renewed: its renewTime, but never later than when this
+            # replica first saw that record (a renewTime in the future, from a skewed clock or
+            # a hand edit, must not keep the Lease for ever), and for at most 4 of our own
+            # lease durations (nor must a huge leaseDurationSeconds)
+            seen = (holder, spec.get("renewTime"), rv)
+            if seen != self._seen:
+                self._seen, self._seen_at = seen, now
+            renewed = min(marks.parse_time(spec.get("renewTime")) or 0.0, self._seen_at)
+            duration = float(_whole(spec.get("leaseDurationSeconds"), 0))
+            duration = min(duration if duration > 0 else self.lease_s, 4 * self.lease_s)
             if holder == self.identity:
                 acquired = marks.parse_time(spec.get("acquireTime")) or now
                 self.client.replace("leases", self.namespace, self.name,
@@ -119,3 +129,12 @@ class LeaderElector:
             self.client.replace("leases", self.namespace, self.name, lease)
         except ApiError as err:
             log.warning("lease release failed: %s", err)
+
+
+def _whole(value: object, default: int) -> int:
+    """A Lease's whole-number field as written, or ``default`` when it is not one (only a
+    hand edit or a lenient server lets such a value through)."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return default

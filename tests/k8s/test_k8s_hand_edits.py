@@ -102,3 +102,23 @@ def test_a_pass_that_fails_unforeseen_is_logged_and_the_loop_goes_on(env, monkey
     assert r.safe_pass().acted and env.state("team-a", "a") == "running"  # (and it schedules again)
     assert r.health.ready is True
     assert ann(env.job("team-a", "a"))[marks.STATE] == "running"
+
+
+@pytest.mark.parametrize("spec", [
+    {"renewTime": marks.format_micro_time(T0 + 10 ** 9), "leaseDurationSeconds": 15},  # (a skewed clock)
+    {"renewTime": marks.format_micro_time(T0), "leaseDurationSeconds": 2 ** 31 - 1},
+    {"renewTime": marks.format_micro_time(T0), "leaseDurationSeconds": "abc", "leaseTransitions": "x"}])
+def test_a_lease_that_claims_to_last_for_ever_expires_as_seen_from_here(env, spec):
+    """A standby counts the holder's Lease from when it first saw that record, and for at
+    most four of its own lease durations: a renewTime in the future or a huge duration,
+    written by a skewed clock or by hand, would otherwise stop all scheduling for good."""
+    env.nodes(1)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=1))
+    env.emu.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "allot-reconciler", "namespace": POLICY_NS},
+                    "spec": {"holderIdentity": "dead", "acquireTime": marks.format_micro_time(T0), **spec}})
+    r = env.reconciler()
+    assert r.safe_pass().leader is False  # (held, as far as it can tell yet)
+    env.advance(4 * 15 + 1)
+    report = r.safe_pass()
+    assert report.leader and report.result.admitted == ["team-a/a"]

@@ -70,7 +70,10 @@ def charge(state: LedgerState, occupancy: Iterable[Occupancy], now: float) -> fl
     for occ in occupancy:
         if not occ.leaf or occ.gpus <= 0:
             continue
-        a = occ.start if since is None else max(occ.start, since)
+        start = occ.start
+        if start > now:  # (a start in the future is an edit: it must not make the run free)
+            start = now if since is None else since
+        a = start if since is None else max(start, since)
         b = now if occ.end is None else min(occ.end, now)
         if b > a:
             state.ledger.charge(occ.leaf, a, b, occ.gpus, occ.weight)

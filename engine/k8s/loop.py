@@ -173,7 +173,7 @@ class Reconciler:
             nodes, _ = self.client.list("nodes")
             jobs, _ = self.client.list("jobs", ns)
             pods, _ = self.client.list("pods", ns)
-            obs = observe(jobs, pods, nodes, config)
+            obs = observe(jobs, pods, nodes, config, now)
             if self.ledger is None or self.options.dry_run:
                 self.ledger = self.store.load(config)
         except ApiError as err:

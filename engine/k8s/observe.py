@@ -244,8 +244,9 @@ def billing_weight(placement: Placement, node_cluster: Mapping[str, str], config
 
 
 def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
-            config: Config) -> Observation:
-    """Read the cluster objects into an :class:`Observation` (see the module docstring)."""
+            config: Config, now: float | None = None) -> Observation:
+    """Read the cluster objects into an :class:`Observation` (see the module docstring).
+    ``now``: a running record's start after it is an edit, read as ``now`` for the run."""
     views: dict[str, JobView] = {}
     running: list[Running] = []
     pending: list[Workload] = []
@@ -286,14 +287,26 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
             kind = "running"
             contract = workload.contract
             known = leaf if leaf is not None and leaf in config.tree.nodes else None
+            if known is not None and contract.budget is not None and known != contract.budget:
+                # (the running record names another budget than the Job's own contract, which
+                # was checked against its submitter: an edit must not bill someone else)
+                known = leaf = contract.budget if contract.budget in config.tree.nodes else None
             if leaf is None and contract.allocated:  # admitted on loan (Admit.loan): as it runs
                 contract = as_run(workload, True).contract
             elif contract.budget != known:
                 contract = replace(contract, budget=known)
             protected = marks.parse_time(ann.get(marks.PROTECTED_UNTIL))
+            begun = started
+            if now is not None and started > now:
+                # a start in the future is an edit: the run began by now, unprotected (every
+                # pass would otherwise see its protection start again), and its charges run
+                # from the last charged instant (ledger_store.charge)
+                begun = protected = now
+            if protected is not None:  # (an edit can gain no more than any contract: the cap)
+                protected = min(protected, begun + config.policy.min_runtime_cap_s)
             admitted = replace(workload, contract=contract, invalid=None)
-            running.append(Running(admitted, placement, started,
-                                   started if protected is None else protected))
+            running.append(Running(admitted, placement, begun,
+                                   begun if protected is None else protected))
             weight = billing_weight(placement, node_cluster, config, stored_weight)
             occupancy.append(Occupancy(wid, leaf, started, None, placement.gpus, weight))
         elif not suspended:

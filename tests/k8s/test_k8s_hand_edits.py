@@ -122,3 +122,47 @@ def test_a_lease_that_claims_to_last_for_ever_expires_as_seen_from_here(env, spe
     env.advance(4 * 15 + 1)
     report = r.safe_pass()
     assert report.leader and report.result.admitted == ["team-a/a"]
+
+
+def test_a_running_record_edited_to_game_the_scheduler_gains_nothing_a_contract_could_not(env):
+    """The running record lives in the Job's annotations, which its owner can edit: protection
+    past the policy's cap, or another team's budget, would each be a way to game the
+    scheduler. The record is bounded by what any contract may have: protection up to the
+    cap, the budget of the Job's own contract."""
+    env.nodes(1)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=8))
+    r = env.reconciler()
+    r.run_pass()
+    assert env.state("team-a", "a") == "running"
+    env.emu.patch("Job", "team-a", "a", {"metadata": {"annotations": {
+        marks.PROTECTED_UNTIL: "2999-01-01T00:00:00Z", marks.LEAF: "team-b"}}})
+    env.advance(3600)
+    r.run_pass()
+    usage = env.ledger_usage()
+    assert usage["team-b"] == 0.0 and usage["team-a"] == pytest.approx(8 * 3600)  # (billed to its own)
+    env.submit(job("team-b", "b", budget="team-b", min_runtime="1h", gpus=8))
+    env.advance(60)
+    r.run_pass()
+    assert env.state("team-b", "b") != "running"  # (protected up to the cap: 8 h from its start)
+    env.advance(7 * 3600)
+    r.run_pass()
+    r.run_pass()
+    assert env.state("team-b", "b") == "running" and env.state("team-a", "a") != "running"
+
+
+def test_a_start_edited_into_the_future_is_charged_and_unprotected(env):
+    """Never charged, and protected afresh at every pass, otherwise."""
+    env.nodes(1)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="8h", gpus=8))
+    r = env.reconciler()
+    r.run_pass()
+    env.emu.patch("Job", "team-a", "a", {"metadata": {"annotations": {
+        marks.STARTED_AT: marks.format_time(T0 + 10 ** 8)}}})
+    env.advance(4 * 3600)
+    r.run_pass()
+    assert env.ledger_usage()["team-a"] == pytest.approx(8 * 4 * 3600)  # (from the last charged instant)
+    env.submit(job("team-b", "b", budget="team-b", min_runtime="1h", gpus=8))
+    env.advance(60)
+    r.run_pass()
+    r.run_pass()
+    assert env.state("team-b", "b") == "running"  # (its 8 h protection was not honoured: an edit)

@@ -38,7 +38,7 @@ from typing import Iterable
 
 from engine.core.ledger import Ledger
 from engine.k8s import marks
-from engine.k8s.client import ApiError, Conflict, KubeClient
+from engine.k8s.client import ApiError, Conflict, KubeClient, NotFound
 from engine.k8s.observe import Occupancy
 from engine.model import Config
 
@@ -154,6 +154,11 @@ class LedgerStore:
                 else:
                     body["metadata"]["resourceVersion"] = state.resource_version
                     written = self.client.replace("configmaps", self.namespace, self.name, body)
+            except NotFound:  # deleted meanwhile (by hand): made again, with what is charged
+                log.warning("ledger ConfigMap %s/%s was deleted; writing it again", self.namespace, self.name)
+                body["metadata"].pop("resourceVersion", None)
+                state.resource_version = None
+                continue
             except Conflict:
                 current = self.client.get("configmaps", self.namespace, self.name)
                 current_until = None if current is None else marks.maybe_number(

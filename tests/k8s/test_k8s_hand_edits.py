@@ -166,3 +166,16 @@ def test_a_start_edited_into_the_future_is_charged_and_unprotected(env):
     r.run_pass()
     r.run_pass()
     assert env.state("team-b", "b") == "running"  # (its 8 h protection was not honoured: an edit)
+
+
+def test_a_ledger_configmap_deleted_by_hand_is_written_again(env):
+    env.nodes(1)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=4))
+    r = env.reconciler()
+    r.run_pass()
+    env.advance(600)
+    r.run_pass()
+    env.emu.delete("configmaps", POLICY_NS, "allot-ledger")
+    env.advance(600)
+    r.run_pass()
+    assert env.ledger_usage()["team-a"] == pytest.approx(4 * 1200)  # (nothing lost, nothing twice)

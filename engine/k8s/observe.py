@@ -9,8 +9,9 @@ A Job is *managed* when it carries at least one contract key (``config.policy.la
 label or an annotation; every other Job is left alone. Its contract is parsed from labels
 merged with annotations (an annotation wins) with :func:`engine.core.contract.parse_contract`;
 the submitters are the namespace plus ``allot.dev/submitter`` (see :mod:`engine.k8s.marks`);
-GPUs per pod come from the pod template's ``nvidia.com/gpu`` limits (requests when no limit),
-pods from ``spec.parallelism`` (default 1). A managed Job is then exactly one of:
+GPUs per pod come from the pod template's ``nvidia.com/gpu`` limits (requests when no limit;
+the largest init container's when that is more), pods from ``spec.parallelism`` (default 1,
+and at most ``spec.completions``). A managed Job is then exactly one of:
 
 - **finished**: a ``Complete`` or ``Failed`` condition is True. Not in the snapshot; when it was
   still marked running, its final run (until the condition's time) is returned for charging
@@ -126,13 +127,16 @@ def _quantity(value: Any) -> int:
 
 
 def pod_spec_gpus(pod_spec: Obj, resource: str) -> int:
-    """GPUs one pod of this spec asks for: sum over containers of the limit (else request)."""
-    total = 0
-    for container in pod_spec.get("containers") or []:
-        res = container.get("resources") or {}
+    """GPUs one pod of this spec asks for, as the Kubernetes scheduler counts them: the sum
+    over its containers of the limit (else the request), or the largest init container's if
+    that is more (init containers run one at a time, before the others)."""
+    def gpus(container: Obj) -> int:
+        res = (container.get("resources") or {}) if isinstance(container, dict) else {}
         limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        total += _quantity(limits.get(resource, requests.get(resource, 0)))
-    return total
+        return _quantity(limits.get(resource, requests.get(resource, 0)))
+
+    total = sum(gpus(c) for c in pod_spec.get("containers") or [])
+    return max([total, *(gpus(c) for c in pod_spec.get("initContainers") or [])])
 
 
 def _condition_time(job: Obj, types: Iterable[str]) -> float | None:
@@ -162,6 +166,8 @@ def parse_job(job: Obj, config: Config) -> Workload:
     template_spec = (spec.get("template") or {}).get("spec") or {}
     gpus_per_pod = pod_spec_gpus(template_spec, config.policy.node_labels.gpu_resource)
     pods = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
+    if spec.get("completions") is not None:  # (never more pods at once than completions)
+        pods = min(pods, int(spec["completions"]))
     submitter: tuple[Principal, ...] = (Principal("namespace", ns),) + marks.parse_submitter(
         annotations.get(marks.SUBMITTER))
     users = [p.name for p in submitter if p.kind == "user"]

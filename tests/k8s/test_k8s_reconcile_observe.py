@@ -240,3 +240,17 @@ def test_pin_keeps_the_users_own_node_affinity_and_replaces_an_old_pin():
     assert pin_affinity({}, ("n1",))["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
         {"matchExpressions": [{**ours, "values": ["n1"]}]}]
+
+
+def test_gpus_and_pods_are_counted_as_kubernetes_runs_them(config):
+    """Pods: at most ``completions`` at once; GPUs of a pod: its containers' sum, or its
+    largest init container's when that is more (they run one at a time, first)."""
+    from engine.k8s.observe import parse_job
+
+    wide = job("team-a", "wide", budget="team-a", min_runtime="1h", gpus=4, pods=4)
+    wide["spec"]["completions"] = 2
+    assert (parse_job(wide, config).contract.pods, parse_job(wide, config).contract.gpus_per_pod) == (2, 4)
+    init = job("team-a", "init", budget="team-a", min_runtime="1h", gpus=2)
+    init["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": "warm", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]
+    assert parse_job(init, config).contract.gpus_per_pod == 8

@@ -45,6 +45,7 @@ from engine.model import Config
 log = logging.getLogger("allot.k8s.ledger")
 
 BLOB = "ledger.json.gz"
+FUTURE_SLACK_S = 3600.0  # how far ahead of now "charged until" may be (clocks of replicas differ by seconds)
 MAX_BYTES = 1_000_000  # ConfigMaps are limited to 1 MiB
 
 
@@ -64,6 +65,12 @@ def charge(state: LedgerState, occupancy: Iterable[Occupancy], now: float) -> fl
     """Charge every run over its uncharged part up to ``now``; return GPU-seconds charged
     (billing-weighted). ``now`` before ``charged_until`` charges nothing."""
     since = state.charged_until
+    if since is not None and since > now + FUTURE_SLACK_S:
+        # (charged "until" far ahead of any clock: an edit; charging from it would charge
+        # nothing until then, and from the runs' starts twice: from now on, then)
+        log.warning("ledger charged until %s, ahead of now %s: charging from now on", since, now)
+        state.charged_until = now
+        return 0.0
     if since is not None and now <= since:
         return 0.0
     total = 0.0

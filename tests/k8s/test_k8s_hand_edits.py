@@ -180,3 +180,16 @@ def test_a_ledger_configmap_deleted_by_hand_is_written_again(env):
     env.advance(600)
     r.run_pass()
     assert env.ledger_usage()["team-a"] == pytest.approx(4 * 1200)  # (nothing lost, nothing twice)
+
+
+def test_a_ledger_charged_until_far_ahead_charges_again_from_now():
+    """``charged-until`` edited far ahead of any clock would stop all charging until then."""
+    from engine.k8s.ledger_store import LedgerState, charge
+    from engine.k8s.observe import Occupancy
+
+    state = LedgerState(Ledger(["a"], 7 * 86400.0), T0 + 10 ** 8, T0 + 10 ** 8, None)
+    run = [Occupancy("x", "a", T0 - 600, None, 2, 1.0)]
+    assert charge(state, run, T0) == 0.0 and state.charged_until == T0  # (nothing twice)
+    assert charge(state, run, T0 + 60) == pytest.approx(2 * 60)  # (and charging again)
+    ahead = LedgerState(Ledger(["a"], 7 * 86400.0), T0 + 5, T0 + 5, None)  # (another replica's clock)
+    assert charge(ahead, run, T0) == 0.0 and ahead.charged_until == T0 + 5

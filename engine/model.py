@@ -248,6 +248,14 @@ class Cluster:
     def domains(self) -> int:
         return self.nodes // self.nodes_per_domain
 
+    def node_name(self, index: int) -> str:
+        """The simulator's name of node ``index`` of this cluster (class docstring)."""
+        return f"{self.name}-n{index:04d}"
+
+    def node_names(self) -> list[str]:
+        """The simulator's names of all its nodes, in index order."""
+        return [self.node_name(i) for i in range(self.nodes)]
+
 
 @dataclass(frozen=True)
 class DebugRule:

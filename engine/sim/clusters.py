@@ -67,7 +67,7 @@ def unknown_places(trace: Trace, config: Config) -> list[Problem]:
                                 f"which the configuration does not have",
                                 f"clusters: {', '.join(clusters)}; fix the trace's cluster field, or "
                                 f"keep that cluster (--cluster)"))
-    nodes = {f"{c.name}-n{i:04d}" for c in clusters.values() for i in range(c.nodes)}
+    nodes = {n for c in clusters.values() for n in c.node_names()}
     for name in sorted({f.node for f in trace.failures} - nodes):
         problems.append(Problem(where, 0, 0, f"a node failure names node {name!r}, which the "
                                 f"configuration does not have",

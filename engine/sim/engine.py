@@ -79,7 +79,7 @@ def build_nodes(config: Config) -> list[NodeState]:
     out = []
     for c in config.policy.clusters:
         for i in range(c.nodes):
-            out.append(NodeState(name=f"{c.name}-n{i:04d}", cluster=c.name, gpus=c.gpus_per_node,
+            out.append(NodeState(name=c.node_name(i), cluster=c.name, gpus=c.gpus_per_node,
                                  domain=f"{c.name}-d{i // max(1, c.nodes_per_domain):03d}"))
     return out
 

@@ -109,8 +109,7 @@ def compute_metrics(result) -> Metrics:
     tree = result.config.tree
     hours = max(1, math.ceil(span / 3600.0 - 1e-9))
     cap_gpus = config_capacity(result.config)
-    gpn = {f"{c.name}-n{i:04d}": c.gpus_per_node for c in result.config.policy.clusters
-           for i in range(c.nodes)}
+    gpn = {n: c.gpus_per_node for c in result.config.policy.clusters for n in c.node_names()}
     down = _healthy_intervals(result, lo)
     recs = [r for r in result.tasks.values() if r.submit >= lo]  # submitted in the window
 

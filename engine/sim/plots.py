@@ -70,8 +70,8 @@ def gantt_window(result, hours: float = 48.0) -> tuple[float, float]:
 
 def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Path:
     config = results[0].config
-    rows: list[tuple[str, int]] = [(f"{c.name}-n{i:04d}", g) for c in config.policy.clusters
-                                   for i in range(c.nodes) for g in range(c.gpus_per_node)]
+    rows: list[tuple[str, int]] = [(n, g) for c in config.policy.clusters
+                                   for n in c.node_names() for g in range(c.gpus_per_node)]
     rows = rows[:MAX_ROWS]
     row_of = {r: i for i, r in enumerate(rows)}
     colors = team_colors(by_share(config.tree, config.tree.leaves()))  # strongest hues: largest teams

@@ -84,7 +84,7 @@ def synthetic_trace(config: Config, *, days: float = 7.0, tasks: int = 5000,
             for n in range(c.nodes):
                 t = rng.exponential(1.0 / failures_per_node_day) * 86400.0
                 while t < horizon:
-                    fails.append(NodeFailure(float(round(t, 3)), f"{c.name}-n{n:04d}",
+                    fails.append(NodeFailure(float(round(t, 3)), c.node_name(n),
                                              float(round(rng.uniform(2, 8) * 3600.0))))
                     t += rng.exponential(1.0 / failures_per_node_day) * 86400.0
     return Trace.of(trace.tasks, fails, "synthetic",

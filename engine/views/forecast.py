@@ -85,7 +85,7 @@ def _node_map(state: ViewState) -> tuple[Config, dict[str, str]]:
         clusters.append(Cluster(name, gpu_type, len(nodes), max(n.gpus for n in nodes),
                                 max(per_domain.values())))
         for i, n in enumerate(nodes):
-            mapping[n.name] = f"{name}-n{i:04d}"
+            mapping[n.name] = clusters[-1].node_name(i)
     return replace(config, policy=replace(config.policy, clusters=tuple(clusters))), mapping
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import math
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from engine.errors import Problem, UserError
 from engine.resources import repo_root
-from engine.sim.trace import (Task, Trace, _open_text, first_problems, read_trace_file,
+from engine.sim.trace import (Task, Trace, _num, _open_text, first_problems, read_trace_file,
                               task_from_record)
 
 TRACES_DIR = repo_root() / "traces"
@@ -77,14 +76,13 @@ def _header(path: Path, fieldnames: Sequence[str] | None, needed: tuple[str, ...
 
 
 def _amount(text: str | None, name: str, whole: bool = False) -> float:
-    """A row's number: finite and >= 0 (whole for counts); ValueError saying which is wrong."""
-    try:
-        value = float(text if text is not None else "")
-    except ValueError:
-        raise ValueError(f"{name} {text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0 or (whole and not value.is_integer()):
-        raise ValueError(f"{name} {text!r} must be a {'whole number' if whole else 'finite number'} >= 0")
-    return value
+    """A row's number, checked as the trace format checks its fields (``_num``: a finite
+    number >= 0, whole for counts); ValueError in its words."""
+    why: list[str] = []
+    value = _num(text, name, why, integer=whole)
+    if why:
+        raise ValueError(why[0])
+    return float(value)
 
 
 def import_philly(path: str | Path, gpus_per_node: int = 8) -> Trace:

@@ -277,14 +277,14 @@ def test_philly_and_helios_rows_that_are_wrong_are_all_reported(tmp_path):
         "1: not a Philly trace: no column(s) timestamp, num_gpus, cluster in the header"]
     assert problems("p2.csv", "philly", head + "2017-10-09 07:01:55,-5,1,0,a\n"
                     "2017-10-09 07:01:56,nan,1,0,a\n2017-10-09 07:01:57,60,-2,0,a\n") == [
-        "2: bad Philly row: duration '-5' must be a finite number >= 0",
-        "3: bad Philly row: duration 'nan' must be a finite number >= 0",
-        "4: bad Philly row: num_gpus '-2' must be a whole number >= 0"]
+        "2: bad Philly row: duration must be >= 0, got '-5'",
+        "3: bad Philly row: duration must be finite, got 'nan'",
+        "4: bad Philly row: num_gpus must be >= 0, got '-2'"]
     hhead = "u_id,user,gpu_num,cpu_num,node_num,interval,run_time\n"
     assert problems("h1.csv", "helios", hhead + "abc,1,1,1,1,0,60\n1,1,1,1,1,-3,60\n2,1,1,1,1,0,60\n"
                     "2,1,1,1,1,0,60\n") == [
-        "2: bad Helios row: u_id 'abc' is not a number",
-        "3: bad Helios row: interval '-3' must be a finite number >= 0",
+        "2: bad Helios row: u_id must be a number, got 'abc'",
+        "3: bad Helios row: interval must be >= 0, got '-3'",
         "5: bad Helios row: u_id 2 again (first on line 4)"]
 
 

@@ -202,8 +202,7 @@ def sources(rec: dict[str, Any], root: str | None = None) -> dict[str, Any]:
     the views keep a state of the run (:mod:`engine.views.source`), so that a kept state is
     never shown for inputs that changed: the replay then refuses, saying what changed. Values
     that cannot be read give None (the replay says why)."""
-    from engine.commands.simulate import knob_values
-    from engine.loader import load_config
+    from engine.commands.simulate import load_with_settings
 
     flags = rec.get("flags", {})
     out: dict[str, Any] = {}
@@ -213,8 +212,7 @@ def sources(rec: dict[str, Any], root: str | None = None) -> dict[str, Any]:
             out[name] = hashlib.sha256(Path(ref).read_bytes()).hexdigest()
     if rec.get("command") == "simulate":
         try:
-            config = load_config(root or flags.get("root"), rev=flags.get("rev"),
-                                 overrides=knob_values(flags.get("set") or []))
+            config = load_with_settings(root or flags.get("root"), flags.get("rev"), flags.get("set") or [])
             out["config"] = fingerprint_config(config)
         except (UserError, TypeError, ValueError, OSError):
             out["config"] = None

@@ -41,6 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+from kubernetes.utils.quantity import parse_quantity
+
 from engine.core.contract import ContractError, parse_contract
 from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload, as_run
 from engine.k8s import marks
@@ -119,11 +121,21 @@ def is_managed(job: Obj, config: Config) -> bool:
 
 
 def _quantity(value: Any) -> int:
-    """A GPU quantity (``"8"``, ``8``) as an int; anything unreadable counts 0."""
-    try:
-        return max(0, int(float(str(value))))
-    except (TypeError, ValueError, OverflowError):  # (OverflowError: "inf", "1e999")
+    """A GPU quantity as an int, read as Kubernetes reads a quantity (``8``, ``"8"``, ``"1k"``,
+    ``"2Ki"``, ``"1e3"``; a fraction such as ``"500m"`` rounds down, whole GPUs only); anything
+    unreadable, negative or not finite (``"inf"``, ``"1e999"``) counts 0."""
+    if isinstance(value, bool):  # (a YAML true is no quantity; Python reads it as 1)
         return 0
+    try:
+        amount = parse_quantity(value)
+    except (TypeError, ValueError, ArithmeticError):
+        return 0
+    if not amount.is_finite() or amount <= 0 or amount > _MOST_GPUS:
+        return 0
+    return int(amount)
+
+
+_MOST_GPUS = 10**6  # above it, no GPU count ("1e999" and the like): counts 0 as unreadable
 
 
 def pod_spec_gpus(pod_spec: Obj, resource: str) -> int:

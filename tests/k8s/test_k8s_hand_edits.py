@@ -40,6 +40,14 @@ def test_numbers_the_reconciler_wrote_are_finite_and_not_negative_or_absent():
     assert _quantity("inf") == 0 and _quantity("1e999") == 0 and _quantity("-2") == 0 and _quantity("8") == 8
 
 
+@pytest.mark.parametrize("value, gpus", [
+    ("8", 8), (8, 8), ("1k", 1000), ("2Ki", 2048), ("1e3", 1000), ("16E0", 16), ("8.5", 8),
+    ("500m", 0), ("0.5", 0), ("-1", 0), ("nan", 0), ("inf", 0), ("1e999", 0), ("abc", 0),
+    ("", 0), (None, 0), (True, 0), ([8], 0)])
+def test_gpu_quantities_are_read_as_kubernetes_reads_quantities(value, gpus):
+    assert _quantity(value) == gpus
+
+
 def test_the_ledger_refuses_what_is_not_finite():
     ledger = Ledger(["a"], 3600.0)
     with pytest.raises(ValueError, match="not finite"):

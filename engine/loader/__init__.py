@@ -84,7 +84,7 @@ def load_source(source: Source, overrides: Mapping[str, Any] | None = None) -> C
     budget_docs, budget_files = _read_dir(source, "budgets", ("Budget",), problems)
     policy_docs, policy_files = _read_dir(source, "policies", ("Clusters", "SchedulingPolicy"),
                                           problems, knobs)
-    nodes, files, found = _budgets.assemble(budget_docs, set(budget_files))
+    nodes, files, found = _budgets.assemble(budget_docs, set(budget_files), source.describe)
     problems.extend(found)
     if source.has_dir("budgets") and not budget_files:
         problems.append(Problem("budgets", 0, 0, "no budget files found under budgets/",

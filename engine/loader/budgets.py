@@ -26,7 +26,7 @@ from __future__ import annotations
 import difflib
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import networkx as nx
 
@@ -82,11 +82,14 @@ def _walk(entry: _Entry):
         yield from _walk(child)
 
 
-def assemble(docs: list[Document], all_files: set[str]) -> tuple[list[BudgetNode], dict[str, str], list[Problem]]:
+def assemble(docs: list[Document], all_files: set[str],
+             describe: Callable[[str], str | None] = lambda path: None,
+             ) -> tuple[list[BudgetNode], dict[str, str], list[Problem]]:
     """Check the budget documents; return the nodes, node -> defining file, and the problems.
 
     ``docs`` are the schema-valid Budget documents; ``all_files`` every budget file present
-    (including those with errors already reported, so a reference to them is not "missing").
+    (including those with errors already reported, so a reference to them is not "missing");
+    ``describe`` says what a referenced path that is no file is (``Source.describe``).
     """
     problems: list[Problem] = []
     tops = {doc.file: _collect(doc, doc.data["budget"], ("budget",), None) for doc in docs}
@@ -107,6 +110,15 @@ def assemble(docs: list[Document], all_files: set[str]) -> tuple[list[BudgetNode
             if target not in all_files:
                 close = difflib.get_close_matches(target, sorted(all_files), n=1)
                 hint = f"did you mean {close[0]}?" if close else f"create {target} with the subtree {entry.name!r}"
+                what = describe(target)
+                if what is not None:
+                    holds = f"the file that holds the subtree {entry.name!r}"
+                    fix = (f"reference {holds} (a file inside the directory?)"
+                           if what == "a directory" else
+                           f"point the link at {holds}, or reference that file")
+                    problems.append(entry.problem(f"referenced file {target} is {what}, not a file",
+                                                  fix, key="file", code="missing"))
+                    continue
                 problems.append(entry.problem(f"referenced file {target} does not exist", hint,
                                               key="file", code="missing"))
                 continue

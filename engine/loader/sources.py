@@ -12,6 +12,7 @@ tree or the index, so it works in bare repositories and while a checkout is dirt
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -20,6 +21,8 @@ from engine.resources import repo_root
 
 CONFIG_DIRS = ("budgets", "policies")
 YAML_SUFFIXES = (".yaml", ".yml")
+MAX_LINKS = 40  # symbolic links followed in a row in a commit's tree (as Linux does)
+LEADS_NOWHERE = "a symbolic link that leads nowhere (a loop, or its target is missing)"
 
 
 class Source(Protocol):
@@ -36,6 +39,11 @@ class Source(Protocol):
 
     def has_dir(self, directory: str) -> bool:
         """Whether ``directory`` exists."""
+
+    def describe(self, path: str) -> str | None:
+        """What is at ``path`` when it is there but :meth:`read` cannot read it as a file
+        (``"a directory"``, a symbolic link that leads nowhere); None when nothing is there or
+        it is a file."""
 
 
 def default_root() -> Path:
@@ -68,6 +76,14 @@ class DirSource:
     def read(self, path: str) -> bytes | None:
         target = self.root / path
         return target.read_bytes() if target.is_file() else None
+
+    def describe(self, path: str) -> str | None:
+        target = self.root / path
+        if target.is_dir():
+            return "a directory"
+        if target.is_symlink() and not target.exists():  # (exists() follows the link)
+            return LEADS_NOWHERE
+        return None
 
 
 class GitSource:
@@ -115,12 +131,28 @@ class GitSource:
             return ""
         return "" if str(rel) == "." else rel.as_posix()
 
-    def _entry(self, path: str):
+    def _entry(self, path: str, follow: bool = True):
+        """The tree entry at ``path`` (a link followed to what it names, at most
+        :data:`MAX_LINKS` links, inside the commit's tree), or None: nothing there, or a link
+        that leads nowhere (a loop, a missing target, out of the tree)."""
+        import pygit2
+
         full = str(PurePosixPath(self.prefix, path)) if self.prefix else path
-        try:
-            return self.commit.tree[full]
-        except KeyError:
-            return None
+        for _ in range(MAX_LINKS + 1):
+            try:
+                entry = self.commit.tree[full]
+            except KeyError:
+                return None
+            if not follow or entry.filemode != pygit2.enums.FileMode.LINK:
+                return entry
+            blob = self.repo[entry.id]
+            assert isinstance(blob, pygit2.Blob)  # a link's entry is a blob of its target
+            target = PurePosixPath(posixpath.normpath(posixpath.join(
+                posixpath.dirname(full), blob.data.decode("utf-8", "replace"))))
+            if target.is_absolute() or target.parts[:1] == ("..",):
+                return None  # (outside the commit: nothing a commit can hold)
+            full = str(target)
+        return None
 
     def has_dir(self, directory: str) -> bool:
         import pygit2
@@ -144,9 +176,16 @@ class GitSource:
                 path = f"{base}/{item.name}"
                 if item.type == pygit2.enums.ObjectType.TREE:
                     stack.append((path, self.repo[item.id]))
-                elif PurePosixPath(item.name).suffix in YAML_SUFFIXES:
-                    out.append(path)
+                elif PurePosixPath(item.name).suffix in YAML_SUFFIXES and (
+                        item.filemode != pygit2.enums.FileMode.LINK or self._is_blob(path)):
+                    out.append(path)  # (as on disk: a link counts when it leads to a file)
         return sorted(out)
+
+    def _is_blob(self, path: str) -> bool:
+        import pygit2
+
+        entry = self._entry(path)
+        return entry is not None and entry.type == pygit2.enums.ObjectType.BLOB
 
     def read(self, path: str) -> bytes | None:
         import pygit2
@@ -157,6 +196,15 @@ class GitSource:
         blob = self.repo[entry.id]
         assert isinstance(blob, pygit2.Blob)  # entry.type is BLOB (checked above)
         return blob.data
+
+    def describe(self, path: str) -> str | None:
+        import pygit2
+
+        entry = self._entry(path)
+        if entry is not None:
+            return "a directory" if entry.type == pygit2.enums.ObjectType.TREE else None
+        own = self._entry(path, follow=False)
+        return LEADS_NOWHERE if own is not None else None
 
 
 def open_source(root: str | Path | None, rev: str | None) -> Source:

@@ -124,3 +124,60 @@ def test_revision_with_errors_reports_them_with_paths(history):
     # the flow list "[is not valid" is still open at the end of line 1 (19 characters)
     assert (problem.file, problem.line, problem.column) == ("budgets/alpha.yaml", 1, 20)
     assert problem.message.startswith("invalid YAML:")
+
+
+def _problems(work: Path, rev: str | None) -> list[str]:
+    with pytest.raises(UserError) as caught:
+        load_config(work, rev=rev)
+    return [str(p) for p in caught.value.problems]
+
+
+def test_a_symlinked_budget_file_loads_from_a_commit_as_from_the_directory(tmp_path):
+    """Git keeps a symbolic link as a blob of its target's path: read through the link, as the
+    file system does, not as a document that is the string 'real/alpha.yaml'."""
+    work = tmp_path / "repo"
+    shutil.copytree(BASE, work)
+    (work / "budgets" / "real").mkdir()
+    (work / "budgets" / "alpha.yaml").rename(work / "budgets" / "real" / "alpha.txt")
+    (work / "budgets" / "alpha.yaml").symlink_to("real/alpha.txt")
+    repo = pygit2.init_repository(str(work), initial_head="main")
+    sha = _commit_all(repo, work, "alpha through a link")
+    assert repo.revparse_single(sha).peel(pygit2.Commit).tree["budgets/alpha.yaml"].filemode \
+        == pygit2.enums.FileMode.LINK
+    on_disk, committed = load_config(work), load_config(work, rev=sha)
+    assert committed.tree.effective_share("a1") == on_disk.tree.effective_share("a1") > 0
+    assert committed.files["a1"] == on_disk.files["a1"] == "budgets/alpha.yaml"
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_reference_to_a_link_that_leads_nowhere_says_so(tmp_path, committed):
+    work = tmp_path / "repo"
+    shutil.copytree(BASE, work)
+    (work / "budgets" / "alpha.yaml").unlink()
+    (work / "budgets" / "alpha.yaml").symlink_to("loop.yaml")
+    (work / "budgets" / "loop.yaml").symlink_to("alpha.yaml")
+    rev = None
+    if committed:
+        rev = _commit_all(pygit2.init_repository(str(work), initial_head="main"), work, "loop")
+    problems = _problems(work, rev)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("budgets/root.yaml:11:")
+    assert ("referenced file budgets/alpha.yaml is a symbolic link that leads nowhere "
+            "(a loop, or its target is missing), not a file") in problems[0]
+    assert "point the link at the file that holds the subtree 'alpha'" in problems[0]
+
+
+def test_a_reference_to_a_directory_says_it_is_one(tmp_path):
+    work = tmp_path / "repo"
+    shutil.copytree(BASE, work)
+    (work / "budgets" / "alpha.yaml").rename(tmp_path / "alpha.yaml")
+    (work / "budgets" / "alpha.yaml").mkdir()
+    (work / "budgets" / "alpha.yaml" / "alpha.yaml").write_bytes((tmp_path / "alpha.yaml").read_bytes())
+    problems = _problems(work, None)  # (and the file inside it is an orphan, as it is)
+    assert [p.split(":")[0] for p in problems] == ["budgets/alpha.yaml/alpha.yaml",
+                                                   "budgets/root.yaml"], problems
+    assert "orphan subtree 'alpha'" in problems[0]
+    assert "referenced file budgets/alpha.yaml is a directory, not a file" in problems[1]
+    assert "a file inside the directory?" in problems[1]
+    repo = pygit2.init_repository(str(work), initial_head="main")
+    assert _problems(work, _commit_all(repo, work, "a directory")) == problems  # same in git

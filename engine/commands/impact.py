@@ -17,16 +17,18 @@ report for the CI comment, and the exit status is 1.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import shlex
 import sys
 from pathlib import Path
 
 from engine.commands import days_or_all, non_negative, output_dir, runrecord, seed
 from engine.commands.progress import ProgressLine, bar
-from engine.errors import UserError
+from engine.errors import Problem, UserError
 from engine.impact.diff import diff_configs
 from engine.impact.replay import DEFAULT_TRACE, ReplaySpec
-from engine.impact.report import error_json, error_markdown, render_json, render_markdown
+from engine.impact.report import (error_json, error_markdown, invalid_title, render_json,
+                                  render_markdown)
 from engine.loader import load_config
 from engine.model import Config
 
@@ -100,23 +102,33 @@ class ReplayProgress:
                        final=self.ended)
 
 
-def _load(repo: str, rev: str, which: str, out: Path | None, fmt: str) -> Config:
-    try:
-        return load_config(repo, rev)
-    except UserError as err:
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "impact.md").write_text(error_markdown(which, rev, err.problems), encoding="utf-8")
-            (out / "impact.json").write_text(error_json(which, rev, err.problems), encoding="utf-8")
-        if fmt != "json":
-            print(f"allot impact: the {which} revision {rev} is invalid:", file=sys.stderr)
-        raise
+def _load_both(repo: str, base: str, head: str, out: Path | None, fmt: str) -> tuple[Config, Config]:
+    """Both revisions' configurations; every problem of both when either is invalid."""
+    loaded: dict[str, Config] = {}
+    invalid: list[tuple[str, str, tuple[Problem, ...]]] = []
+    for which, rev in (("base", base), ("head", head)):
+        try:
+            loaded[which] = load_config(repo, rev)
+        except UserError as err:
+            invalid.append((which, rev, err.problems))
+    if not invalid:
+        return loaded["base"], loaded["head"]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "impact.md").write_text(error_markdown(invalid), encoding="utf-8")
+        (out / "impact.json").write_text(error_json(invalid), encoding="utf-8")
+    if fmt != "json":
+        print(f"allot impact: {invalid_title(invalid)}:", file=sys.stderr)
+    if len(invalid) == 1:
+        raise UserError(invalid[0][2])
+    # both: each problem's file as git names a file of a revision, REV:PATH
+    raise UserError(replace(p, file=f"{rev}:{p.file}") for _, rev, problems in invalid
+                    for p in problems)
 
 
 def run(args: argparse.Namespace) -> int:
     out = output_dir("--out", args.out) if args.out else None
-    base = _load(args.repo, args.base, "base", out, args.format)
-    head = _load(args.repo, args.head, "head", out, args.format)
+    base, head = _load_both(args.repo, args.base, args.head, out, args.format)
     base_rev = base.revision or args.base
     head_rev = head.revision or args.head
     diff = diff_configs(base, head)

@@ -363,11 +363,27 @@ def _count(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
-def error_markdown(which: str, rev: str, problems: Sequence[Problem]) -> str:
-    lines = "\n".join(str(p) for p in problems)
-    return (f"### Allot impact: the {which} revision {_rev(rev)} is invalid\n\n"
-            f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; fix them and push "
-            f"again (run `allot validate` locally).\n\n```\n{lines}\n```\n")
+Invalid = tuple[str, str, Sequence[Problem]]  # (which: "base" / "head", revision, its problems)
+
+
+def invalid_title(invalid: Sequence[Invalid], rev: Callable[[str], str] = str) -> str:
+    """``the head revision R is invalid`` / ``the base revision B and the head revision H are
+    both invalid``."""
+    named = " and ".join(f"the {which} revision {rev(r)}" for which, r, _ in invalid)
+    return f"{named} {'are both' if len(invalid) > 1 else 'is'} invalid"
+
+
+def error_markdown(invalid: Sequence[Invalid]) -> str:
+    """The CI comment for invalid revisions: each one's problems under its name."""
+    n = sum(len(problems) for _, _, problems in invalid)
+    parts = [f"### Allot impact: {invalid_title(invalid, _rev)}", "",
+             f"{n} problem{'s' if n != 1 else ''} found; fix them and push again (run `allot "
+             f"validate` locally, `allot validate --rev REV` for a revision)."]
+    for which, rev, problems in invalid:
+        if len(invalid) > 1:
+            parts += ["", f"The {which} revision {_rev(rev)}:"]
+        parts += ["", "```", *(str(p) for p in problems), "```"]
+    return "\n".join(parts) + "\n"
 
 
 # ------------------------------------------------------------------------------ JSON
@@ -378,9 +394,16 @@ def render_json(base_rev: str, head_rev: str, diff: ConfigDiff, replay: ReplayIm
     return json.dumps(_finite(doc), indent=2, sort_keys=False)
 
 
-def error_json(which: str, rev: str, problems: Sequence[Problem]) -> str:
-    return json.dumps({"ok": False, "invalid": which, "revision": rev,
-                       "problems": [asdict(p) for p in problems]}, indent=2)
+def error_json(invalid: Sequence[Invalid]) -> str:
+    """``invalid``: ``base``, ``head`` or ``both``; ``revision``: the invalid one (``B..H`` for
+    both); ``revisions``: which -> revision; each problem names its revision (``revision``)."""
+    both = len(invalid) > 1
+    return json.dumps({"ok": False, "invalid": "both" if both else invalid[0][0],
+                       "revision": "..".join(rev for _, rev, _ in invalid),
+                       "revisions": {which: rev for which, rev, _ in invalid},
+                       "problems": [{**asdict(p), "revision": which}
+                                    for which, _, problems in invalid for p in problems]},
+                      indent=2)
 
 
 def _finite(value: Any) -> Any:

@@ -79,6 +79,39 @@ def test_invalid_head_prints_located_problems_and_exits_1(shift_repo, tmp_path, 
     assert doc["problems"][0]["file"] == "budgets/applied.yaml"
 
 
+def test_both_revisions_invalid_report_every_problem_of_each(shift_repo, tmp_path, capsys):
+    """Every problem at once: an invalid base does not hide the head's problems. Each problem
+    is named as git names a file of a revision (REV:PATH)."""
+    repo = pygit2.Repository(str(shift_repo.path))
+    files = shipped_files()
+    bad_base = commit(repo, replace_in(files, "budgets/applied.yaml", "      share: 20",
+                                       "      share: 21"), "applied sums to 101")
+    bad_head = commit(repo, replace_in(files, "budgets/frontier.yaml", "      share: 70",
+                                       "      share: 69"), "frontier sums to 99")
+    out = tmp_path / "report"
+    code = main(["impact", "--repo", str(shift_repo.path), "--base", bad_base, "--head", bad_head,
+                 "--no-replay", "--out", str(out)])
+    assert code == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"allot impact: the base revision {bad_base} and the head revision "
+                      f"{bad_head} are both invalid:")
+    assert err[1].startswith(f"{bad_base}:budgets/applied.yaml:") and "101%" in err[1]
+    assert err[2].startswith(f"{bad_head}:budgets/frontier.yaml:") and "99%" in err[2]
+    assert err[3] == "2 problems found"
+    md = (out / "impact.md").read_text()
+    assert "are both invalid" in md and md.index("applied.yaml") < md.index("frontier.yaml")
+    doc = json.loads((out / "impact.json").read_text())
+    assert (doc["ok"], doc["invalid"], doc["revision"]) == (False, "both", f"{bad_base}..{bad_head}")
+    assert doc["revisions"] == {"base": bad_base, "head": bad_head}
+    assert [(p["revision"], p["file"]) for p in doc["problems"]] == [
+        ("base", "budgets/applied.yaml"), ("head", "budgets/frontier.yaml")]
+    code = main(["impact", "--repo", str(shift_repo.path), "--base", bad_base, "--head", bad_head,
+                 "--no-replay", "--format", "json"])
+    printed = json.loads(capsys.readouterr().out)
+    assert code == 1 and [p["file"] for p in printed["problems"]] == [
+        f"{bad_base}:budgets/applied.yaml", f"{bad_head}:budgets/frontier.yaml"]
+
+
 def test_unknown_revision_is_a_user_error(shift_repo, capsys):
     code = main(["impact", "--repo", str(shift_repo.path), "--base", "no-such-branch",
                  "--head", shift_repo.head, "--no-replay"])

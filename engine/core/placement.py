@@ -125,7 +125,7 @@ class Layout:
                 continue
             self.nodes[node.name] = node
             self.capacity[node.name] = node.gpus
-            self.idle[node.name] = max(0, node.gpus)
+            self.idle[node.name] = max(0, node.gpus - node.foreign)
             self.clusters.setdefault(node.cluster, []).append(node.name)
             key = (node.cluster, node.domain if gang_in_one_domain else "")
             self.groups.setdefault(node.cluster, {}).setdefault(key, []).append(node.name)
@@ -190,11 +190,10 @@ class Pool:
         self.nodes, self.all_nodes = layout.nodes, layout.all_nodes
         self.clusters, self.groups, self.max_node = layout.clusters, layout.groups, layout.max_node
         self._names = layout.names
-        free = self.free = dict(layout.idle)
-        capacity = layout.capacity
+        free = self.free = dict(layout.idle)  # (other tenants' GPUs are never free)
         for n, g in used.items():
             if n in free:
-                f = capacity[n] - g
+                f = free[n] - g
                 free[n] = f if f > 0 else 0
         self.cluster_free = {c: sum(map(free.__getitem__, ns)) for c, ns in self.clusters.items()}
         self.version = 0  # changes whenever free GPUs do (callers key caches on it)

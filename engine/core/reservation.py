@@ -92,7 +92,8 @@ class Reservation:
     # the holder's (GPU-seconds its protected run will charge, min runtime): for the backfill rule
     charge: tuple[float, float] = (0.0, 0.0)
     # a drain hold's numbers when it was made: (free, capacity, GPUs of work the holder may
-    # preempt, GPUs of work it may not, ids of that work, GPUs short) on the held nodes
+    # preempt, GPUs of work it may not, ids of that work, GPUs of other tenants' pods, GPUs
+    # short) on the held nodes
     numbers: tuple = ()
     nodes: frozenset[str] = field(init=False, compare=False, repr=False)  # the placement's nodes
 
@@ -298,8 +299,10 @@ def reservation_for(holder: str, leaf: str, rank: int, charge: tuple[float, floa
     free = sum(pool.free[n] for n in nodes)
     cap = sum(pool.nodes[n].gpus for n in nodes)
     may = sum(later.get(n, 0) for n in nodes)
+    foreign = sum(pool.nodes[n].foreign for n in nodes)  # (other tenants': never preemptible)
     return Reservation(holder, leaf, rank, math.inf, placement, hold=True, charge=charge,
-                       numbers=(free, cap, may, cap - free - may, tuple(blockers), short))
+                       numbers=(free, cap, may, cap - free - may - foreign, tuple(blockers),
+                                foreign, short))
 
 
 class Holds:

@@ -68,12 +68,13 @@ def pending_status(p: PassView, e: Entry, pos: int, outcome, admitted) -> Worklo
     needs = f"needs {shape_text(c)}, {free} GPUs free"
     res = p.holds.of(w.id) if kind == "holder" else None
     if res is not None and res.hold:
-        free_on, cap, may, may_not, blockers, short = res.numbers
+        free_on, cap, may, may_not, blockers, foreign, short = res.numbers
         nodes = ", ".join(res.placement.nodes)
         shown = ", ".join(blockers[:5]) + (", ..." if len(blockers) > 5 else "")
         blocked = why_no_victims(p, e, *detail[1:]) if isinstance(detail, tuple) else detail
+        others = f", {foreign} by other tenants' pods" if foreign else ""
         why = (f"{needs}; {blocked}; holding {nodes} for it ({free_on} of {cap} GPUs free, {may} held by work "
-               f"it may preempt, {may_not} held by work it may not preempt: {shown or 'none'}): no "
+               f"it may preempt, {may_not} held by work it may not preempt: {shown or 'none'}{others}): no "
                f"running work it may preempt ever frees enough GPUs, so only unallocated work may "
                f"start there meanwhile, and it starts once {short} more GPUs there "
                f"are free (as running work ends)")

@@ -94,7 +94,10 @@ class Running:
 @dataclass(frozen=True)
 class NodeState:
     """A schedulable host. ``healthy`` is False when a health condition or maintenance marker
-    is set; ``cordoned`` is True when the node already refuses new work."""
+    is set; ``cordoned`` is True when the node already refuses new work. ``gpus`` is its
+    capacity; ``foreign`` of them are in use by work Allot does not manage (other tenants'
+    pods): never free to Allot's work while they run, never preemptible, and no reason to
+    reject a workload that fits the node's capacity."""
 
     name: str
     cluster: str
@@ -102,6 +105,7 @@ class NodeState:
     domain: str
     healthy: bool = True
     cordoned: bool = False
+    foreign: int = 0
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,10 @@ has one and the node has no label. Domain: the ``policy.node_labels.domain`` lab
 name. Unhealthy: ``Ready`` False or Unknown (a node without a Ready condition is trusted), a
 condition in ``policy.drain.unhealthy_conditions`` True, the maintenance taint (any effect) or
 the maintenance label (any value but ``false``). Cordoned: ``spec.unschedulable``. GPUs:
-allocatable minus what running pods that belong to no managed Job request on that node (other
-tenants' pods), never below 0; pods of managed Jobs are accounted by placements instead.
+allocatable; of them ``foreign``: what running pods that belong to no managed Job request on
+that node (other tenants' pods), at most the allocatable: never free to managed work while they
+run, but no reason to reject a Job the node could hold (pods of managed Jobs are accounted by
+placements instead).
 """
 
 from __future__ import annotations
@@ -230,10 +232,11 @@ def node_state(node: Obj, config: Config, used_by_others: int = 0) -> NodeState 
     return NodeState(
         name=name,
         cluster=str(cluster),
-        gpus=max(0, gpus - used_by_others),
+        gpus=gpus,
         domain=str(labels.get(policy.node_labels.domain) or name),
         healthy=healthy,
         cordoned=bool(spec.get("unschedulable")),
+        foreign=min(gpus, max(0, used_by_others)),
     )
 
 

@@ -112,7 +112,7 @@ def cluster_rows(state: ViewState) -> list[dict[str, Any]]:
                                             "free": 0, "unhealthy_nodes": 0})
         row["nodes"] += 1
         row["gpus"] += node.gpus
-        used = busy.get(node.name, 0)
+        used = busy.get(node.name, 0) + node.foreign  # (other tenants' pods: busy too)
         row["busy"] += used
         if node.healthy and not node.cordoned:
             row["free"] += max(0, node.gpus - used)

@@ -221,7 +221,8 @@ def _free_by_cluster(state: ViewState) -> dict[str, int]:
     out: dict[str, int] = {}
     for node in state.snapshot.nodes:
         if node.healthy and not node.cordoned:
-            out[node.cluster] = out.get(node.cluster, 0) + max(0, node.gpus - used.get(node.name, 0))
+            out[node.cluster] = out.get(node.cluster, 0) + max(
+                0, node.gpus - node.foreign - used.get(node.name, 0))
     return out
 
 

@@ -113,9 +113,36 @@ def test_gpus_used_by_other_tenants_pods_are_not_offered(config):
                    "status": {"phase": "Running"}}
     jobs = [running_job("a", protected=T0 + 3600, placement="n1=4")]
     snap = observe(jobs, [foreign, done, managed_pod], [node("n1", 8)], config).snapshot
-    # 8 allocatable - 3 used by the foreign pod; the managed Job's 4 are in its placement
-    assert snap.nodes[0].gpus == 5
+    # 8 allocatable, 3 used by the foreign pod; the managed Job's 4 are in its placement
+    assert (snap.nodes[0].gpus, snap.nodes[0].foreign) == (8, 3)
     assert snap.running[0].placement.gpus == 4
+
+
+def test_a_job_that_fits_the_node_waits_while_other_tenants_use_it_rather_than_being_rejected(config):
+    """Other tenants' pods hold GPUs for a while; a Job that fits the node's capacity waits for
+    them (before, the node looked 5 GPUs big and the 8-GPU Job was rejected as never fitting)."""
+    from engine.core.decide import decide
+    from engine.core.types import Admit
+
+    foreign = {"metadata": {"name": "p", "namespace": "infra"},
+               "spec": {"nodeName": "n1", "containers": [
+                   {"resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
+               "status": {"phase": "Running"}}
+    wanted = job("team-a", "whole", budget="team-a", min_runtime="1h", gpus=8)
+    busy = observe([wanted], [foreign], [node("n1", 8)], config).snapshot
+    status = decide(busy, config, T0).statuses["team-a/whole"]
+    assert status.state == "pending", status.reason
+    assert "needs 8 GPUs, 5 GPUs free" in status.reason
+    assert ("holding n1 for it (5 of 8 GPUs free, 0 held by work it may preempt, 0 held by "
+            "work it may not preempt: none, 3 by other tenants' pods)") in status.reason
+    # three GPUs free (no managed work): still not room for 8, and a 4-GPU Job takes 4 of the 5
+    small = job("team-a", "half", budget="team-a", min_runtime="1h", gpus=4)
+    both = observe([small], [foreign], [node("n1", 8)], config).snapshot
+    (admit,) = [a for a in decide(both, config, T0).actions if isinstance(a, Admit)]
+    assert admit.placement.assignments == (("n1", 4),)
+    free = observe([wanted], [], [node("n1", 8)], config).snapshot  # the tenant's pod ended
+    assert [a.workload_id for a in decide(free, config, T0).actions
+            if isinstance(a, Admit)] == ["team-a/whole"]
 
 
 # ------------------------------------------------------------------------------ jobs

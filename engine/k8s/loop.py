@@ -131,6 +131,7 @@ class Reconciler:
                                refresh_s=options.refresh_s, may_write=self._may_write)
         self.ledger: LedgerState | None = None
         self.passes = 0
+        self._unreadable: dict[str, str] = {}  # Jobs that could not be read -> why (logged)
         # called with (reconciler, report) after every pass that acted (e.g. the dashboard's recorder)
         self.listeners: list[Callable[[Reconciler, PassReport], None]] = []
         self._wake = threading.Event()
@@ -182,6 +183,7 @@ class Reconciler:
             log.warning("pass skipped: %s", err)
             return report
         report.observation = obs
+        self._say_unreadable(obs.unreadable)
         report.charged_gpu_s = charge(self.ledger, obs.occupancy, now)
         use = usage(self.ledger, now, config.policy.lookback_s)
         decision = decide(replace(obs.snapshot, usage=use), config, now)
@@ -241,6 +243,16 @@ class Reconciler:
         reason = {"applied": "PolicyApplied", "invalid": "PolicyInvalid",
                   "fetch-failed": "PolicyFetchFailed"}[event.kind]
         self.applier.event(lease, etype, reason, event.message, now=self.clock())
+
+    def _say_unreadable(self, unreadable: Mapping[str, str]) -> None:
+        """Log each Job that cannot be read once per reason (it is left out of every pass
+        until it is fixed or deleted), and count them."""
+        for wid, why in sorted(unreadable.items()):
+            if self._unreadable.get(wid) != why:
+                log.warning("Job %s cannot be read and is left out of scheduling (its pods count "
+                            "as other tenants' GPUs) until it is fixed: %s", wid, why)
+        self._unreadable = dict(unreadable)
+        self.metrics.set("allot_unreadable_jobs", len(unreadable))
 
     def _policy_metrics(self) -> None:
         rev = self.policy.commit

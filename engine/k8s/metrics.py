@@ -7,7 +7,8 @@ is 200 once a valid policy is in force and the last observation of the cluster s
 Families (labels in braces):
 
 - ``allot_queue_length`` pending managed Jobs; ``allot_running_workloads``;
-  ``allot_running_gpus``
+  ``allot_running_gpus``; ``allot_unreadable_jobs`` (managed Jobs that could not be read:
+  left out of the pass, each logged once)
 - ``allot_admissions_total``, ``allot_preemptions_total{cause="contention"|"drain"}``,
   ``allot_rejections_total``, ``allot_holds_total``, ``allot_cordons_total``,
   ``allot_drained_nodes_total``, ``allot_stale_writes_total``
@@ -43,6 +44,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "allot_queue_length": ("gauge", "Managed Jobs waiting to be admitted."),
     "allot_running_workloads": ("gauge", "Managed Jobs running."),
     "allot_running_gpus": ("gauge", "GPUs held by running managed Jobs."),
+    "allot_unreadable_jobs": ("gauge", "Managed Jobs that could not be read, left out of the last pass (each logged once)."),
     "allot_admissions_total": ("counter", "Jobs admitted."),
     "allot_preemptions_total": ("counter", "Jobs preempted (suspended and requeued)."),
     "allot_rejections_total": ("counter", "Jobs rejected (never admitted)."),

@@ -215,6 +215,20 @@ def test_job_validation_matches_the_api_server(kube_client):
     assert err.value.status == 422
 
 
+
+def test_job_containers_that_are_no_list_of_containers_are_refused(kube_emulator):
+    """(The official client refuses them before sending; the server refuses them too.)"""
+    from .emulator.errors import ApiError
+
+    for containers in ({"main": {"image": "x"}}, ["main"]):
+        bad = job_manifest(name=f"c{len(containers)}")
+        bad["metadata"]["namespace"] = NS
+        bad["spec"]["template"]["spec"]["containers"] = containers
+        with pytest.raises(ApiError) as err:
+            kube_emulator.create(bad)
+        assert err.value.code == 422 and "containers" in err.value.message
+
+
 def test_deleting_a_job_orphans_its_pods_unless_propagation_is_given(kube_client, kube_emulator):
     batch = kubernetes.client.BatchV1Api(kube_client)
     kube_emulator.add_node("gpu-1")

@@ -15,7 +15,7 @@ import pytest
 
 from engine.core.ledger import Ledger
 from engine.k8s import marks
-from engine.k8s.observe import _quantity
+from engine.k8s.jobs import gpu_quantity as _quantity
 from tests.k8s.reconcile_support import POLICY_NS, T0, Env, ann, job
 
 

@@ -323,3 +323,46 @@ def test_a_paused_old_leader_cannot_overwrite_the_new_leaders_admission(env):
     result = r1.applier.apply(decision, obs, config, T0 + 21, r1.policy.commit)
     assert result.admitted == [] and result.stale  # fenced by resourceVersion
     assert_consistent(env)
+
+
+def test_a_job_spec_no_validating_server_accepts_is_rejected_and_the_pass_goes_on(env):
+    """A lenient server let ``parallelism: "abc"`` through: that Job is rejected with the
+    field named (not read as 1 pod, not a failed pass), and the other Job is admitted."""
+    env.nodes(1)
+    bad = job("team-a", "bad", budget="team-a", min_runtime="1h", gpus=2)
+    bad["spec"]["parallelism"] = "abc"
+    env.submit(bad)
+    env.submit(job("team-a", "good", budget="team-a", min_runtime="1h", gpus=2))
+    report = env.reconciler().run_pass()
+    assert report.error is None
+    assert report.result.admitted == ["team-a/good"] and report.result.rejected == ["team-a/bad"]
+    a = ann(env.job("team-a", "bad"))
+    assert a[marks.STATE] == "rejected"
+    assert ("the Job cannot be read: spec.parallelism 'abc' is not a whole number of pods "
+            "(0 or more); fix the Job") in a[marks.REASON]
+    assert_consistent(env)
+
+
+def test_a_job_that_cannot_be_read_at_all_is_left_out_and_logged_once(env, caplog):
+    """Annotations that are a list: the Job cannot even carry a status. It is left out as if
+    unmanaged (so its pods would count as other tenants' GPUs), logged once, counted; the
+    pass goes on and schedules the rest."""
+    env.nodes(1)
+    odd = job("team-a", "odd", budget="team-a", min_runtime="1h", gpus=2)
+    odd["metadata"]["annotations"] = ["not", "a", "mapping"]
+    env.submit(odd)
+    env.submit(job("team-a", "good", budget="team-a", min_runtime="1h", gpus=2))
+    r = env.reconciler()
+    with caplog.at_level(logging.WARNING, logger="allot.k8s.loop"):
+        report = r.run_pass()
+        env.advance(60)
+        again = r.run_pass()
+    assert report.error is None and again.error is None
+    assert report.result.admitted == ["team-a/good"]
+    assert "team-a/odd" in report.observation.unreadable
+    assert "team-a/odd" not in report.observation.jobs
+    said = [rec.getMessage() for rec in caplog.records if "team-a/odd" in rec.getMessage()]
+    assert len(said) == 1 and "cannot be read and is left out of scheduling" in said[0]
+    assert r.metrics.get("allot_unreadable_jobs") == 1.0
+    assert ann(env.job("team-a", "good"))[marks.STATE] == "running"
+    assert env.admissions("team-a", "good") == 1

@@ -272,7 +272,7 @@ def test_pin_keeps_the_users_own_node_affinity_and_replaces_an_old_pin():
 def test_gpus_and_pods_are_counted_as_kubernetes_runs_them(config):
     """Pods: at most ``completions`` at once; GPUs of a pod: its containers' sum, or its
     largest init container's when that is more (they run one at a time, first)."""
-    from engine.k8s.observe import parse_job
+    from engine.k8s.jobs import parse_job
 
     wide = job("team-a", "wide", budget="team-a", min_runtime="1h", gpus=4, pods=4)
     wide["spec"]["completions"] = 2

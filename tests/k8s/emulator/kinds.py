@@ -93,8 +93,11 @@ def default_on_create(r: ResourceType, obj: dict[str, Any], store: "Store") -> N
 def _validate_pod_spec(r: ResourceType, name: str, spec: Any, field: str) -> None:
     if not isinstance(spec, dict) or not spec.get("containers"):
         raise errors.invalid(r.kind, r.group, name, f"{field}.containers", "Required value")
+    if not isinstance(spec["containers"], list):  # (a real server refuses it when decoding)
+        raise errors.invalid(r.kind, r.group, name, f"{field}.containers",
+                             "Invalid value: must be a list of containers")
     for i, container in enumerate(spec["containers"]):
-        if not container.get("name") or not container.get("image"):
+        if not isinstance(container, dict) or not container.get("name") or not container.get("image"):
             raise errors.invalid(r.kind, r.group, name, f"{field}.containers[{i}]",
                                  "Required value: name and image are required")
 

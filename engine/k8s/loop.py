@@ -11,13 +11,12 @@ One pass (:meth:`Reconciler.run_pass`), at ``now = clock()``:
 6. save the ledger (one conditional write), update metrics, export the trace if asked.
 
 Every pass lists the objects afresh (the list is the truth, one consistent read per kind), so
-the loop never acts on a cache that lags behind its own writes. Watches on Jobs and Nodes only
-say *when* to run: a change that matters (a Job created, suspended, finished, relabelled; a node
-condition, taint, label or capacity change; not the reconciler's own explanation annotations)
-wakes the loop at once; otherwise it runs every ``interval_s`` (the resync) and renews the Lease
-every third of its duration. A watch that ends is resumed from the last resourceVersion seen; a
-``410 Gone`` relists to get a fresh one and triggers a pass, since events may have been missed.
-A pass whose writes met a changed object (``stale``) is followed by another at once.
+the loop never acts on a cache that lags behind its own writes. Watches on Jobs and Nodes
+(:mod:`engine.k8s.watches`) only say *when* to run: a change that matters (a Job created,
+suspended, finished, relabelled; a node condition, taint, label or capacity change; not the
+reconciler's own explanation annotations) wakes the loop at once; otherwise it runs every
+``interval_s`` (the resync) and renews the Lease every third of its duration. A pass whose
+writes met a changed object (``stale``) is followed by another at once.
 """
 
 from __future__ import annotations
@@ -27,19 +26,20 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from engine.core.decide import decide
 from engine.core.types import Admit, Decision, Reject
 from engine.k8s import marks
 from engine.k8s.apply import Applier, ApplyResult
-from engine.k8s.client import ApiError, Gone, KubeClient, Watch
+from engine.k8s.client import ApiError, KubeClient
 from engine.k8s.export import export_trace
 from engine.k8s.leader import LeaderElector
 from engine.k8s.ledger_store import LedgerState, LedgerStore, charge, usage
 from engine.k8s.metrics import Health, Metrics, waiting_gpus
 from engine.k8s.observe import Observation, observe
 from engine.k8s.policy_source import PolicyEvent, PolicySource
+from engine.k8s.watches import Watches
 
 log = logging.getLogger("allot.k8s.loop")
 
@@ -87,31 +87,6 @@ class PassReport:
         return bool(self.result and self.result.stale)
 
 
-def _job_fingerprint(obj: Mapping[str, Any]) -> tuple:
-    meta = obj.get("metadata") or {}
-    ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in marks.EXPLAIN_KEYS}
-    spec = obj.get("spec") or {}
-    conds = tuple(sorted((c.get("type"), c.get("status"))
-                         for c in (obj.get("status") or {}).get("conditions") or []))
-    return (spec.get("suspend"), spec.get("parallelism"), tuple(sorted((meta.get("labels") or {})
-                                                                        .items())),
-            tuple(sorted(ann.items())), conds, meta.get("deletionTimestamp") is not None)
-
-
-def _node_fingerprint(obj: Mapping[str, Any]) -> tuple:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    conds = tuple(sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []))
-    taints = tuple(sorted((t.get("key"), t.get("effect")) for t in spec.get("taints") or []))
-    return (tuple(sorted((meta.get("labels") or {}).items())), spec.get("unschedulable"), taints,
-            tuple(sorted((status.get("allocatable") or {}).items())), conds)
-
-
-FINGERPRINTS: dict[str, Callable[[Mapping[str, Any]], tuple]] = {
-    "jobs": _job_fingerprint, "nodes": _node_fingerprint}
-
-
 class Reconciler:
     """One reconciler instance (see the module docstring)."""
 
@@ -136,9 +111,8 @@ class Reconciler:
         self.listeners: list[Callable[[Reconciler, PassReport], None]] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._watches: dict[str, Watch] = {}
-        self._prints: dict[str, dict[str, tuple]] = {"jobs": {}, "nodes": {}}
+        self.watches = Watches(client, options.watch_namespace, options.watch_timeout_s,
+                               self.wake, self._stop)
 
     # ------------------------------------------------------------------ one pass
 
@@ -300,51 +274,6 @@ class Reconciler:
         """Ask for a pass now (watch events call this)."""
         self._wake.set()
 
-    def start_watches(self) -> None:
-        for kind in ("jobs", "nodes"):
-            t = threading.Thread(target=self._watch_loop, args=(kind,), daemon=True,
-                                 name=f"allot-watch-{kind}")
-            t.start()
-            self._threads.append(t)
-
-    def _relevant(self, kind: str, etype: str, obj: Mapping[str, Any]) -> bool:
-        meta = obj.get("metadata") or {}
-        key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
-        prints = self._prints[kind]
-        if etype == "DELETED":
-            prints.pop(key, None)
-            return True
-        new = FINGERPRINTS[kind](obj)
-        old = prints.get(key)
-        prints[key] = new
-        return old != new
-
-    def _watch_loop(self, kind: str) -> None:
-        ns = self.options.watch_namespace if kind == "jobs" else None
-        rv: str | None = None
-        while not self._stop.is_set():
-            try:
-                if rv is None:
-                    items, rv = self.client.list(kind, ns)
-                    self._prints[kind] = {
-                        str((o.get("metadata") or {}).get("uid")): FINGERPRINTS[kind](o)
-                        for o in items}
-                    self.wake()  # events may have been missed before this list
-                watch = self.client.watch(kind, rv, ns, self.options.watch_timeout_s)
-                self._watches[kind] = watch
-                if self._stop.is_set():
-                    break
-                for etype, obj in watch:
-                    if self._relevant(kind, etype, obj):
-                        self.wake()
-                rv = watch.resource_version
-            except Gone:
-                log.info("watch %s: resourceVersion %s expired (410); relisting", kind, rv)
-                rv = None
-            except ApiError as err:
-                log.warning("watch %s failed: %s; retrying", kind, err)
-                self._stop.wait(1.0)
-
     # ------------------------------------------------------------------ running
 
     @property
@@ -378,7 +307,7 @@ class Reconciler:
             finally:
                 if not self.options.dry_run:
                     self.elector.release()
-        self.start_watches()
+        self.watches.start()
         renew_every = max(0.05, self.options.lease_s / 3)
         next_resync = 0.0
         report: PassReport | None = None
@@ -408,14 +337,9 @@ class Reconciler:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        for watch in list(self._watches.values()):
-            watch.close()
+        self.watches.close()
 
     def _shutdown(self) -> None:
-        for watch in list(self._watches.values()):
-            watch.close()
-        for t in self._threads:
-            t.join(timeout=2.0)
-        self._threads.clear()
+        self.watches.close(join=True)
         if not self.options.dry_run:
             self.elector.release()

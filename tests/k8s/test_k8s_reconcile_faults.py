@@ -366,3 +366,24 @@ def test_a_job_that_cannot_be_read_at_all_is_left_out_and_logged_once(env, caplo
     assert r.metrics.get("allot_unreadable_jobs") == 1.0
     assert ann(env.job("team-a", "good"))[marks.STATE] == "running"
     assert env.admissions("team-a", "good") == 1
+
+
+def test_a_job_no_fingerprint_can_read_wakes_the_loop_and_the_watch_goes_on(env):
+    """Annotations that are a list (a lenient server): the watch counts the Job as changed
+    instead of its thread dying, so later Jobs still wake the loop at once."""
+    env.nodes(1)
+    r = env.reconciler(interval_s=3600)  # resync far away: only watch events wake the loop
+    thread = threading.Thread(target=r.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: r.passes >= 1 and env.emu.open_watches >= 2)
+        odd = job("team-a", "odd", budget="team-a", min_runtime="10m")
+        odd["metadata"]["annotations"] = ["not", "a", "mapping"]
+        env.submit(odd)
+        assert wait_for(lambda: r.passes >= 2)
+        env.submit(job("team-a", "next", budget="team-a", min_runtime="10m"))
+        assert wait_for(lambda: env.state("team-a", "next") == "running")
+        assert all(t.is_alive() for t in r.watches._threads)
+    finally:
+        r.stop()
+        thread.join(timeout=10)

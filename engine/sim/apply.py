@@ -160,8 +160,9 @@ class Applier:
             st.state, st.end = "killed", now
             self.log(now, "kill", task.id, a.reason)
 
-    def close(self, st: TaskRun, now: float, preempted: bool) -> None:
-        """End the task's current run at ``now``: free its GPUs and record the segment."""
+    def close(self, st: TaskRun, now: float, preempted: bool, horizon: bool = False) -> None:
+        """End the task's current run at ``now``: free its GPUs and record the segment
+        (``horizon``: the run ends with the simulation, which drains no node)."""
         for node, idx in st.placed:
             free = self.free[node]
             free.extend(idx)
@@ -175,8 +176,9 @@ class Applier:
         self.cache_running = None
         st.seq += 1
         st.rate = 0.0
-        for node, _ in st.placed:
-            self.maybe_repair(node, now)
+        if not horizon:
+            for node, _ in st.placed:
+                self.maybe_repair(node, now)
         st.placed = ()
 
     def admit(self, a: Admit, now: float) -> None:

@@ -120,7 +120,7 @@ class _Sim(Applier):
         self.segments: list[Segment] = []
         self.events: list[tuple[float, str, str, str]] = []  # SimResult.event_log
         self.fail_log: dict[str, list] = {}
-        self.repair_s: dict[str, float] = {}
+        self.repair_s: dict[tuple[str, float], float] = {}  # (node, failure time) -> repair time
         self.marked: set[str] = set()
         self.passes: set[float] = set()
         self.resync_token = 0
@@ -160,7 +160,7 @@ class _Sim(Applier):
         for f in self.trace.failures:
             if f.time < self.horizon and f.node in self.nodes:
                 self.push(f.time, FAIL, f.node)
-                self.repair_s[f.node] = f.repair_s
+                self.repair_s[(f.node, f.time)] = f.repair_s  # (each failure its own)
         by_id = {t.id: t for t in self.trace.tasks}
         heap = self.heap
         meter = self.meter
@@ -209,7 +209,7 @@ class _Sim(Applier):
             self.causes.until(self.horizon)
         for st in self.tasks.values():
             if st.state == "running":
-                self.close(st, self.horizon, preempted=False)
+                self.close(st, self.horizon, preempted=False, horizon=True)
             elif st.state == "pending":
                 st.queued += self.horizon - st.queued_since
         if self.progress:
@@ -280,8 +280,9 @@ class _Sim(Applier):
     def maybe_repair(self, name: str, now: float) -> None:
         node = self.nodes[name]
         if not node.healthy and len(self.free[name]) == node.gpus and self.fail_log[name][-1][1] is None:
+            failed_at = self.fail_log[name][-1][0]
             self.fail_log[name][-1][1] = now
-            self.push(now + self.repair_s.get(name, 0.0), REPAIR, name)
+            self.push(now + self.repair_s.get((name, failed_at), 0.0), REPAIR, name)
 
     # ------------------------------------------------------------------ deciding
 

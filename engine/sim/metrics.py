@@ -7,6 +7,9 @@
   work with no leaf).
 * **Preemptions** and the **GPU-hours lost** to them (run time not kept as progress: the whole
   run for non-resumable work, the checkpoint loss and restart overhead for resumable work).
+  With a warm-up these are the preemptions made in the measured window, each with all the
+  progress it cost, run time before the window included: the figure is the cost of the
+  window's preemptions, not GPU-time spent in the window.
 * **Occupancy**: busy GPU-time on healthy nodes over healthy GPU-time. **Unallocated share**:
   GPU-time of unallocated (free, uncharged) runs over all delivered GPU-time; of it,
   ``gpu_hours.on_loan`` is funded work that ran on loan (``policy.loans``).
@@ -16,6 +19,10 @@
   hours; ``teams_at_95`` counts those teams delivered at least 95% of their entitlement, and
   ``worst_ratio`` / ``worst_team`` name the one of them with the smallest share delivered
   (the first in leaf order on a tie; None without such a team).
+* **Drain** (``drain``): node failures in the measured window; ``mean_drain_s``, the mean time
+  from a failure to its node being empty, over the failures whose node emptied before the
+  horizon (one still draining then has no drain time: its ``failures`` record says ``None``);
+  ``repaired``, how many nodes came back.
 * **Why work waited** (``teams.<team>.waiting_gpu_h``, with ``SimOptions.causes``,
   :mod:`engine.sim.causes`): GPU-hours the team's pending work waited, per cause its status
   gave after each pass (``no-room``, ``pingpong``, ``kept-off``, ``reserved``, ``holding``,
@@ -27,9 +34,10 @@
   occupancy.
 * **Demand ratio**: ``offered`` is the GPU-time the window's submissions would use inside it
   (if started at once) over capacity; ``queued_mean`` / ``queued_min`` the mean and the lowest
-  hourly value of (GPUs asked by queued and running work) / healthy capacity, and
-  ``hours_below_capacity`` the share of hours where that was below 1 (demand did not fill the
-  cluster: no scheduler could keep it full then).
+  hourly value of (GPUs asked by queued and running work, funded, free or of no team) /
+  healthy capacity, and ``hours_below_capacity`` the share of hours where that was below 1
+  (demand did not fill the cluster: no scheduler could keep it full then). An hour with no
+  healthy GPU is no sample, nor is a last hour shorter than 30 minutes.
 * **Measured window**: with a warm-up (:func:`engine.sim.prepare.cut`) every figure covers
   ``measured_s = [measure_from, horizon]`` only: waits of tasks submitted in it, GPU-time,
   demand, charges, preemptions and idle time inside it; hour 0 of the series is its start.
@@ -47,7 +55,7 @@ import numpy as np
 
 from engine.core.statuses import NO_TEAM
 from engine.sim.entitlement import entitlement, hourly_integral
-from engine.sim.prepare import capacity as config_capacity, demand_ratio
+from engine.sim.prepare import capacity as config_capacity
 from engine.sim.trace import CLASSES
 
 SUMMARY_KEYS = ("scheduler", "horizon_s", "measured_s", "tasks", "waits", "preemptions", "gpu_hours",
@@ -221,10 +229,10 @@ def compute_metrics(result) -> Metrics:
             ok += ratio >= 0.95
             if worst is None or ratio < worst:
                 worst, worst_team = ratio, leaf
-    queued = sum(demand_h.values(), np.zeros(hours))
+    queued = hourly_integral(r_sub, r_end, r_gpus, hours)  # all work, with a leaf or not
     fails = [f for f in result.failures if f[1] >= lo]
-    full = capacity_h > 1e-9
-    full[-1] = full[-1] and capacity_h[-1] >= 0.5 * cap_gpus  # a short last hour is no sample
+    full = capacity_h > 1e-9  # (an hour with no healthy GPU: no sample)
+    full[-1] = full[-1] and span - (hours - 1) * 3600.0 >= 1800.0  # nor a last hour under 30 min
     qratio = (queued[full] / capacity_h[full]) if full.any() else np.zeros(1)
     summary = {
         "scheduler": result.scheduler,
@@ -281,9 +289,8 @@ def _positions(keys: list[str]) -> dict[str, np.ndarray]:
 
 def _offered(trace, lo: float, horizon: float, cap_gpus: int) -> float:
     """GPU-time the window's submissions would use inside it if started at once, over capacity
-    (:func:`engine.sim.prepare.demand_ratio`, restricted to the measured window)."""
-    if lo <= 0:
-        return demand_ratio(trace, cap_gpus)
+    (:func:`engine.sim.prepare.demand_ratio`, restricted to the measured window ``[lo,
+    horizon)`` of the run: the run's horizon, which a caller may set shorter than the trace's)."""
     span = horizon - lo
     if span <= 0 or cap_gpus <= 0:
         return 0.0

@@ -15,14 +15,16 @@ demand-proportional shares.
 unset). A funded task that asks for at most ``policy.debug.max_gpus`` GPUs and runs at most
 ``debug_max_runtime_s`` is a *debug* job with min runtime ``policy.debug.max_min_runtime_s``
 (15 min). Every other task is *unfunded* (free, min runtime 0) with probability
-``unfunded_share``, else *resumable* with probability ``resumable_share`` (always, with
+``unfunded_share``; independently of that, every non-debug task is *resumable* with probability
+``resumable_share`` (a free job may checkpoint too; always, with
 ``long_resumable``, when it runs longer than the min-runtime cap: work that outlives its
 protection must checkpoint or it can never finish on a busy cluster); a funded resumable
 task protects ``min(runtime, default_min_runtime, cap)``, a non-resumable one
 ``min(runtime, cap)`` (rounded up to a minute). The draws are a hash of ``(seed, task id)``,
 so a task keeps its contract whatever window of the trace is replayed.
-Classes: ``debug`` as above, ``large`` for gangs of ``large_gpus`` (64) GPUs or more,
-``small`` otherwise.
+Classes (:func:`classify`): ``debug`` for a funded task of at most ``policy.debug.max_gpus``
+GPUs whose min runtime (its own, or the one given above) is at most the debug cap (15 min),
+whatever it runs; ``large`` for gangs of ``large_gpus`` (64) GPUs or more; ``small`` otherwise.
 
 **Compression.** Dividing submit times by ``f`` multiplies demand by about ``f``.
 :func:`demand_ratio` is the GPU-seconds the tasks would consume inside the horizon (each

@@ -170,6 +170,10 @@ def _num(value: Any, name: str, problems: list[str], integer: bool = False,
     return number
 
 
+def _or_one(value: Any) -> Any:
+    return 1 if value is None or value == "" else value
+
+
 def _bool(value: Any, problems: list[str]) -> bool | None:
     if value is None or value == "":
         return None
@@ -207,8 +211,9 @@ def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
         return None, problems
     submit = _num(rec["submit"], "submit", problems)
     runtime = _num(rec["runtime"], "runtime", problems)
-    pods = _num(rec.get("pods", 1) or 1, "pods", problems, integer=True, minimum=1)
-    gpp = _num(rec.get("gpus_per_pod", 1) or 1, "gpus_per_pod", problems, integer=True, minimum=1)
+    # (absent or blank: 1; a 0 is refused like any count below 1, as the schema says)
+    pods = _num(_or_one(rec.get("pods")), "pods", problems, integer=True, minimum=1)
+    gpp = _num(_or_one(rec.get("gpus_per_pod")), "gpus_per_pod", problems, integer=True, minimum=1)
     raw_min = rec.get("min_runtime")
     min_rt = None if raw_min in (None, "") else _num(raw_min, "min_runtime", problems)
     prio = _num(rec.get("priority") or 0, "priority", problems, integer=True, minimum=-10**9)

@@ -57,7 +57,7 @@ def preempt_reason(preemptor: str, mine: str, debug: bool, leaf: str | None, ran
         why = (f"{preemptor} is a debug workload, which may preempt work of any budget past "
                f"its min runtime, and this one's ended {ended} ({theirs})" if debug else
                f"{theirs} ranks below {leaf} (rank {rank}) and its min runtime ended {ended}")
-    return f"preempted for {preemptor} ({mine}): {why}; progress lost {cost_s / 3600:.2f} GPU-h"
+    return f"preempted for {preemptor} ({mine}): {why}; estimated progress lost {cost_s / 3600:.2f} GPU-h"
 
 
 def placement_text(assignments: tuple[tuple[str, int], ...]) -> str:

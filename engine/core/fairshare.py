@@ -62,15 +62,25 @@ def level_fairshare(share: float, usage_fraction: float) -> float:
 def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
                      ) -> list[tuple[tuple, LevelFactor]]:
     """``parent``'s children as ``(sort key, LevelFactor)`` in Fair Tree order: LF first
-    (higher first), then share (higher first), then usage, then name (unique)."""
+    (higher first), then share (higher first), then usage, then name (unique).
+
+    The key compares ``share_pct / usage``, the LF up to the factors all siblings share
+    (``sum of their share_pct`` and the parent's usage), as :func:`still_ranks_above` and
+    :func:`outranked_after_charge` do: one division of the inputs, so two siblings whose LF
+    are equal (``1 / 1`` and ``3 / 3``) tie exactly and the tie rule decides, and the three
+    functions order siblings alike. (``S / U`` computed from normalised values rounds
+    several times and could split such a tie either way.) The LevelFactor keeps the
+    normalised ``S``, ``U`` and ``LF`` for the explanation."""
     parent_usage = used[parent]
     keyed = []
     new = tuple.__new__  # (a LevelFactor without the named tuple's Python-level __new__)
+    nodes = tree.nodes
     for k, s in zip(tree.children(parent), tree.sibling_shares(parent)):  # S: normalised share
         usage = used[k]
         u = usage / parent_usage if parent_usage > 0 else 0.0
-        f = level_fairshare(s, u)
-        keyed.append(((-f, -s, usage, k), new(LevelFactor, (k, s, u, f))))
+        pct = nodes[k].share_pct
+        keyed.append(((-level_fairshare(pct, usage), -pct, usage, k),
+                      new(LevelFactor, (k, s, u, level_fairshare(s, u)))))
     keyed.sort(key=itemgetter(0))
     return keyed
 

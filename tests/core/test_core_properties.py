@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.core.decide import decide
-from engine.core.fairshare import outranked_after_charge, still_ranks_above, subtree_leaves
+from engine.core.fairshare import (outranked_after_charge, rank_leaves, still_ranks_above,
+                                   subtree_leaves)
 from engine.core.ledger import Ledger, rollup_usage
 from engine.core.queue import is_debug
 from engine.core.types import (Admit, Contract, NodeState, Placement, Preempt, Running, Snapshot,
@@ -222,6 +223,33 @@ def test_fast_pingpong_set_matches_pairwise_rule(usage, winner, extra):
     fast = outranked_after_charge(TREE, used, winner, extra, subtree_leaves(TREE))
     slow = {x for x in LEAVES if still_ranks_above(TREE, used, winner, x, extra)}
     assert fast == slow
+
+
+@st.composite
+def flat_trees(draw):
+    """Two to five sibling leaves with small integer shares (ties of share / usage are
+    common) and small integer usages; the rest of the root unallocated."""
+    n = draw(st.integers(2, 5))
+    shares = [draw(st.integers(0, 20)) for _ in range(n)]
+    shares[0] = max(shares[0], 1)
+    nodes = [BudgetNode("root", None, 100, unallocated_pct=100 - sum(shares))]
+    nodes += [BudgetNode(f"l{i}", "root", share) for i, share in enumerate(shares)]
+    usage = {f"l{i}": float(draw(st.integers(0, 6))) for i in range(n)}
+    return BudgetTree.build(nodes), usage
+
+
+@SETTINGS
+@given(flat_trees())
+def test_ranks_and_the_pairwise_rule_order_every_pair_alike(world):
+    """Fair Tree's ranking and the anti-ping-pong comparison (charge 0) agree on every pair,
+    ties included: one key, one arithmetic."""
+    tree, usage = world
+    used = rollup_usage(tree, usage)
+    ranks = rank_leaves(tree, usage, used)
+    for x in ranks:
+        for y in ranks:
+            if x != y:
+                assert still_ranks_above(tree, used, x, y, 0.0) == (ranks[x].rank < ranks[y].rank), (x, y)
 
 
 @SETTINGS

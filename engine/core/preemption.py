@@ -58,9 +58,10 @@ looks per topology group (see :mod:`engine.core.placement`) counting pod slots, 
 group wins over the best single node only when strictly cheaper (so a gang never preempts
 allocated work to stay on one node when unallocated work elsewhere would do). Victims that
 turn out unnecessary (overshoot) are dropped again, most expensive first. The cheapest
-(node or group) wins, ties by name. (Nodes are tried in name order, and one is given up as
-soon as what it took costs more than the best before it; a busy decision tries them
-cheapest bound first instead, with the same answers: :mod:`engine.core.victim_index`.)
+of these sets (node or group) wins, ties by name: a node's set is this greedy one, not
+necessarily the cheapest subset of its victims. (Nodes are tried in name order; a busy
+decision tries them cheapest lower bound first instead, stopping once no node left can be
+cheaper, with the same answers: :mod:`engine.core.victim_index`.)
 A one-node search that will fail is known before any node is tried: no node reaches the
 workload's GPUs even with every eligible victim on it (:func:`_room_on_a_node`, a plain sum
 per node; most failed searches of a busy walk are refused so, at a fraction of the cost).
@@ -133,14 +134,12 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
                 exclude: frozenset[str], held: Mapping[str, int] | None,
                 debug_ok: frozenset[str] | None) -> _Best | None:
     """The cheapest single node, trying every node in cluster and name order. Each node takes
-    its eligible victims in order until it has room, then drops the overshoot; a node whose
-    victims already cost more than the best so far, (allocated, unallocated), is given up
-    (before the overshoot is dropped: this makes the answer depend on the order, see
-    :func:`engine.core.victim_index.cheapest_node`)."""
+    its eligible victims in order until it has room, then drops the overshoot; the node whose
+    set then costs least wins, ties by name. (No node is given up part way: what it has taken
+    before the overshoot is dropped may cost more than its final set, so it bounds nothing.)"""
     # a debug victim (allocated) is eligible for a debug preemptor only if its leaf is in
     # ``debug_ok``; checked inline below (filtering every node's list up front cost more)
     best: _Best | None = None
-    bound: tuple[float, float] | None = None
     free_of, node_of, victims_on = pool.free, pool.nodes, by_node.get
     held_on = held.get if held is not None else None
     for c in clusters:
@@ -150,8 +149,7 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
             need = total - free_of[n]
             if held_on is not None and held_on(n, 0) < need:
                 continue
-            # given up once dearer than the best node so far
-            chosen, got, _, _ = take_on_node(victims_on(n, ()), n, need, ok, debug_ok, bound)
+            chosen, got, _, _ = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
             if got < need:
                 continue
             for v in reversed(chosen[:]):  # drop overshoot, most expensive first
@@ -162,7 +160,6 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
             score = (set_cost(chosen), 0, n)
             if best is None or score < best[0]:
                 best = (score, Placement(((n, total),)), chosen)
-                bound = score[0][:2]
     return best
 
 

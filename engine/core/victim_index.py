@@ -312,7 +312,7 @@ class Scan(Enum):
     SCAN = "scan"
 
 
-SCAN: Final = Scan.SCAN  # :func:`cheapest_node`'s answer when only the scan in node order can tell
+SCAN: Final = Scan.SCAN  # (find_victims: no one-node answer yet, the scan in node order is to give it)
 
 
 def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str],
@@ -344,19 +344,14 @@ def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str
 
 def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: VictimIndex,
                   ok: frozenset[str], exclude: frozenset[str],
-                  debug_ok: frozenset[str] | None) -> tuple | None | Scan:
+                  debug_ok: frozenset[str] | None) -> tuple | None:
     """The answer of :func:`engine.core.preemption._scan_nodes` (the cheapest single node
     for ``total`` GPUs, as ``(score, placement, victims)``), trying nodes by ascending lower
-    bound and stopping at the first bound no better than the best node found: ``m``, the
-    node whose set is cheapest (ties by name, so unique).
-
-    The scan in name order gives up a node once its victims taken so far cost more than the
-    best node before it, *before* dropping the overshoot; only then can a node's final set
-    cost less than what it had taken. So if ``m`` dropped nothing that cost anything (what
-    it took, (allocated, unallocated), is its final cost), the scan does not give it up
-    (every earlier best costs more) and nothing after it is cheaper: the scan answers ``m``
-    too. Otherwise this returns :data:`SCAN` and the caller scans."""
-    best: tuple | None = None  # (score, victims, (allocated, unallocated) taken before dropping)
+    bound and stopping at the first bound no better than the best node found: the node whose
+    set is cheapest (ties by name, so unique). A node's score ``(cost, 0, name)`` is at least
+    its bound ``(lower bound, 0, name)``, so no node from that first bound on can beat the
+    best: the scan, which computes every node's set, answers the same node and set."""
+    best: tuple | None = None  # (score, victims)
     free_of, victims_on = pool.free, index.on.get
     # with no victim it may take, only a node with room already will do (they come first)
     takes = index.any_eligible(ok, debug_ok)
@@ -390,10 +385,8 @@ def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: Victim
                     cost = (kept_alloc, kept_unalloc, len(chosen))
             score = (cost, 0, n)
             if best is None or score < best[0]:
-                best = (score, chosen, (alloc, unalloc))
+                best = (score, chosen)
     if best is None:
         return None
-    score, chosen, taken = best
-    if taken != score[0][:2]:
-        return SCAN
+    score, chosen = best
     return (score, Placement(((score[2], total),)), chosen)

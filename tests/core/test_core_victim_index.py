@@ -171,9 +171,10 @@ def test_search_over_the_index_matches_the_scan(monkeypatch, seed):
                     index.changed(n)
 
 
-def test_search_keeps_the_scan_giving_up_a_node_before_dropping_overshoot(monkeypatch):
+def test_the_cheapest_node_wins_even_when_it_took_more_before_dropping_overshoot(monkeypatch):
     # n0's only victim costs 100; n1 takes b (20) then c (90), which alone makes room, so its
-    # set is c alone (90), but the scan in name order gave n1 up at 20 + 90 > 100: n0 wins.
+    # set is c alone (90): n1 wins, in the scan and the index alike. (The scan used to give
+    # n1 up at 20 + 90 > 100, before dropping b, and answered n0.)
     monkeypatch.setattr(victim_index, "SORT_AFTER", 1)
     nodes = [NodeState("n0", "c", 4, "d"), NodeState("n1", "c", 8, "d")]
 
@@ -188,10 +189,10 @@ def test_search_keeps_the_scan_giving_up_a_node_before_dropping_overshoot(monkey
     ok = frozenset({"A1"})
     by_node, held = _plain(victims)
     scan = find_victims(4, 1, ("c",), pool, by_node, ok, frozenset(), held)
-    assert scan is not None and scan[0].nodes == ("n0",)
+    assert scan is not None and scan[0].nodes == ("n1",) and [v.id for v in scan[1]] == ["c"]
     assert find_victims(4, 1, ("c",), pool, VictimIndex(victims), ok) == scan
-    assert victim_index.cheapest_node(4, ("c",), pool, VictimIndex(victims), ok, frozenset(),
-                                      None) is victim_index.SCAN
+    best = victim_index.cheapest_node(4, ("c",), pool, VictimIndex(victims), ok, frozenset(), None)
+    assert best is not None and best[0] == ((90.0, 0.0, 1), 0, "n1")
 
 
 TREE = BudgetTree.build([

@@ -47,9 +47,10 @@ ended early), or ``Lw`` started more work later on idle GPUs.
 Cost of a victim = GPU-seconds of progress lost: a non-resumable workload loses its whole
 current run (``gpus x (now - started_at)``); a resumable one checkpoints during the
 preemption grace period and loses at most that much (``gpus x min(run, grace)``).
-Cost of a set = (sum of allocated victims' cost, sum of unallocated victims' cost, count),
-compared in that order, so a set of unallocated victims always beats one that touches
-allocated work.
+Cost of a set = (whether it touches allocated work, sum of allocated victims' cost, sum of
+unallocated victims' cost, count), compared in that order, so a set of unallocated victims
+always beats one that touches allocated work, even allocated work that would lose nothing
+(a resumable victim with no grace period costs 0).
 
 Search (greedy, deterministic): victims are ordered unallocated first, then by cost, then
 worst leaf rank, then id. A workload that fits on one node looks at every node big enough
@@ -70,11 +71,11 @@ per node; most failed searches of a busy walk are refused so, at a fraction of t
 from __future__ import annotations
 
 from itertools import repeat
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
-from engine.core.victim import Victim
+from engine.core.victim import Victim, set_cost
 from engine.core.victim_index import SCAN, Scan, VictimIndex, cheapest_node, take_on_node
 
 
@@ -114,18 +115,6 @@ def lost_after(gpus: int, started_at: float, resumable: bool, now: float, grace_
     return gpus * elapsed
 
 
-def set_cost(victims: Iterable[Victim]) -> tuple[float, float, int]:
-    alloc = unalloc = 0.0
-    n = 0
-    for v in victims:
-        n += 1
-        if v.leaf is None:
-            unalloc += v.cost
-        else:
-            alloc += v.cost
-    return (alloc, unalloc, n)
-
-
 _Best = tuple  # (score, placement, victims); score = (set_cost, 0 node / 1 group, name)
 
 
@@ -149,7 +138,7 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
             need = total - free_of[n]
             if held_on is not None and held_on(n, 0) < need:
                 continue
-            chosen, got, _, _ = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
+            chosen, got = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
             if got < need:
                 continue
             for v in reversed(chosen[:]):  # drop overshoot, most expensive first

@@ -6,7 +6,7 @@ pass are indexed by :mod:`engine.core.victim_index` and kept across decisions by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from engine.core.types import Running
 
@@ -48,3 +48,17 @@ class Victim:
 
 # an interpreted dataclass's instances keep their fields in a __dict__; compiled, not
 _COPYABLE = "__dict__" in dir(Victim)
+
+
+def set_cost(victims: Iterable[Victim]) -> tuple[int, float, float, int]:
+    """(1 if the set touches allocated work else 0, allocated cost, unallocated cost, count)."""
+    alloc = unalloc = 0.0
+    n = touched = 0
+    for v in victims:
+        n += 1
+        if v.leaf is None:
+            unalloc += v.cost
+        else:
+            alloc += v.cost
+            touched = 1
+    return (touched, alloc, unalloc, n)

@@ -10,22 +10,21 @@ trying every node in name order). The index lives for one pass, and the search a
 same with or without it; only each node's sums are kept across decisions, for the same
 victims (:class:`KeptSums`).
 
-Costs compare as in the search: ``((allocated cost, unallocated cost, count), 0, node)``
-(:func:`~engine.core.preemption.set_cost`, then the node name). A node with ``free`` GPUs
-needs ``need = T - free`` more; with ``need <= 0`` its cost is ``((0.0, 0.0, 0), 0, node)``.
-Otherwise the bound looks at *every* victim still on the node (the preemptor may only take
-some of them, so the bound holds whichever it may take). Let ``k`` be the fewest of them
-whose GPUs on the node reach ``need`` (largest first): any set that makes room has at least
-``k`` victims. Victims are kept in :attr:`~engine.core.preemption.Victim.order`
-(unallocated first, then by cost), so with ``nu`` unallocated ones:
+Costs compare as in the search: ``((touches allocated work, allocated cost, unallocated
+cost, count), 0, node)`` (:func:`~engine.core.preemption.set_cost`, then the node name). A
+node with ``free`` GPUs needs ``need = T - free`` more; with ``need <= 0`` its cost is
+``((0, 0.0, 0.0, 0), 0, node)``. Otherwise the bound looks at *every* victim still on the
+node (the preemptor may only take some of them, so the bound holds whichever it may take).
+Let ``k`` be the fewest of them whose GPUs on the node reach ``need`` (largest first): any
+set that makes room has at least ``k`` victims. Victims are kept in
+:attr:`~engine.core.preemption.Victim.order` (unallocated first, then by cost), so with
+``nu`` unallocated ones:
 
-* no unallocated victim: ``(sum of the k cheapest costs, 0.0, k)``;
-* an allocated victim costing nothing (no grace period): ``(0.0, 0.0, k)``;
-* ``nu >= k``: ``(0.0, sum of the k cheapest unallocated costs, k)``: a set of unallocated
-  victims only costs at least that, and a set with an allocated one costs more (its
-  allocated part is above 0);
-* ``nu < k``: ``(sum of the k - nu cheapest allocated costs, 0.0, k)``: at least ``k - nu``
-  of the set are allocated.
+* ``nu >= k``: ``(0, 0.0, sum of the k cheapest unallocated costs, k)``: a set of
+  unallocated victims only costs at least that, and a set with an allocated one more (it
+  touches allocated work);
+* ``nu < k`` (no unallocated victim included): ``(1, sum of the k - nu cheapest allocated
+  costs, 0.0, k)``: at least ``k - nu`` of the set are allocated.
 
 Sums are taken in victim order from ``0.0``, as the search sums a set, so each bound is a
 float no larger than the cost of any set that makes room (adding a non-negative float never
@@ -45,7 +44,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Final, Iterable, Sequence
 
 from engine.core.types import Placement
-from engine.core.victim import Victim
+from engine.core.victim import Victim, set_cost
 
 if TYPE_CHECKING:
     from engine.core.placement import Pool
@@ -198,7 +197,7 @@ class VictimIndex:
         """The lower bound for ``node`` needing ``need`` more GPUs; None if its victims
         cannot free that many."""
         if need <= 0:
-            return ((0.0, 0.0, 0), 0, node)
+            return ((0, 0.0, 0.0, 0), 0, node)
         if self.held.get(node, 0) < need:
             return None
         sums = self._sums.get(node)
@@ -222,15 +221,13 @@ class _NodeSums:
     """What the bounds of one node need: unallocated count, running sums of costs
     (unallocated, allocated) and of the largest GPU counts on the node."""
 
-    __slots__ = ("nu", "unalloc", "alloc", "reach", "free_victim")
+    __slots__ = ("nu", "unalloc", "alloc", "reach")
 
     def __init__(self, victims: Sequence[Victim], node: str):
         # running sums from 0.0 in victim order, as the search sums a set
         self.unalloc = list(accumulate([v.cost for v in victims if v.leaf is None], initial=0.0))
         self.alloc = list(accumulate([v.cost for v in victims if v.leaf is not None], initial=0.0))
         self.nu = len(self.unalloc) - 1
-        # an allocated victim that costs nothing (only the first can, costs ascend)
-        self.free_victim = len(self.alloc) > 1 and self.alloc[1] <= 0.0
         gpus = sorted([v.per_node[node] for v in victims], reverse=True)
         self.reach = list(accumulate(gpus, initial=0))  # GPUs of the j largest victims
 
@@ -240,15 +237,9 @@ class _NodeSums:
             return None
         k = bisect_left(reach, need)  # fewest victims whose GPUs reach ``need``
         nu = self.nu
-        if nu == 0:
-            cost = (self.alloc[k], 0.0, k)
-        elif self.free_victim:
-            cost = (0.0, 0.0, k)
-        elif nu >= k:
-            cost = (0.0, self.unalloc[k], k)
-        else:
-            cost = (self.alloc[k - nu], 0.0, k)
-        return (cost, 0, node)
+        if nu >= k:
+            return ((0, 0.0, self.unalloc[k], k), 0, node)
+        return ((1, self.alloc[k - nu], 0.0, k), 0, node)
 
 
 class KeptSums:
@@ -316,30 +307,20 @@ SCAN: Final = Scan.SCAN  # (find_victims: no one-node answer yet, the scan in no
 
 
 def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str],
-                 debug_ok: frozenset[str] | None, give_up: tuple[float, float] | None = None
-                 ) -> tuple[list[Victim], int, float, float]:
+                 debug_ok: frozenset[str] | None) -> tuple[list[Victim], int]:
     """Eligible victims on node ``n``, in victim order, until they hold ``need`` GPUs there:
-    ``(chosen, GPUs, allocated cost, unallocated cost)``. Eligible: unallocated, or a leaf in
-    ``ok`` (a debug victim only if its leaf is also in ``debug_ok``, when given). With
-    ``give_up``, stops short (GPUs < need) as soon as the cost taken, (allocated,
-    unallocated), exceeds it: costs only grow."""
+    ``(chosen, GPUs)``. Eligible: unallocated, or a leaf in ``ok`` (a debug victim only if its
+    leaf is also in ``debug_ok``, when given)."""
     chosen: list[Victim] = []
     got = 0
-    alloc = unalloc = 0.0
     for v in victims:
         if got >= need:
             break
-        if v.leaf is None:
-            unalloc += v.cost
-        elif v.leaf in ok and (debug_ok is None or not v.debug or v.leaf in debug_ok):
-            alloc += v.cost
-        else:
-            continue
-        if give_up is not None and (alloc, unalloc) > give_up:
-            break
-        chosen.append(v)
-        got += v.per_node[n]
-    return chosen, got, alloc, unalloc
+        if v.leaf is None or (v.leaf in ok and (debug_ok is None or not v.debug
+                                                or v.leaf in debug_ok)):
+            chosen.append(v)
+            got += v.per_node[n]
+    return chosen, got
 
 
 def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: VictimIndex,
@@ -365,25 +346,16 @@ def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: Victim
             need = total - free_of[n]
             if need > 0 and not takes:
                 break
-            chosen, got, alloc, unalloc = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
+            chosen, got = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
             if got < need:
                 continue
-            cost = (alloc, unalloc, len(chosen))  # ``set_cost(chosen)``: the same sums
             if len(chosen) > 1:  # (one victim is never overshoot)
                 for v in reversed(chosen[:]):  # drop overshoot, most expensive first
                     g = v.per_node[n]
                     if got - g >= need:
                         chosen.remove(v)
                         got -= g
-                if len(chosen) < cost[2]:  # summed again, as ``set_cost`` sums
-                    kept_alloc = kept_unalloc = 0.0
-                    for v in chosen:
-                        if v.leaf is None:
-                            kept_unalloc += v.cost
-                        else:
-                            kept_alloc += v.cost
-                    cost = (kept_alloc, kept_unalloc, len(chosen))
-            score = (cost, 0, n)
+            score = (set_cost(chosen), 0, n)
             if best is None or score < best[0]:
                 best = (score, chosen)
     if best is None:

@@ -192,7 +192,7 @@ def test_the_cheapest_node_wins_even_when_it_took_more_before_dropping_overshoot
     assert scan is not None and scan[0].nodes == ("n1",) and [v.id for v in scan[1]] == ["c"]
     assert find_victims(4, 1, ("c",), pool, VictimIndex(victims), ok) == scan
     best = victim_index.cheapest_node(4, ("c",), pool, VictimIndex(victims), ok, frozenset(), None)
-    assert best is not None and best[0] == ((90.0, 0.0, 1), 0, "n1")
+    assert best is not None and best[0] == ((1, 90.0, 0.0, 1), 0, "n1")
 
 
 TREE = BudgetTree.build([

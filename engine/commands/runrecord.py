@@ -206,10 +206,8 @@ def sources(rec: dict[str, Any], root: str | None = None) -> dict[str, Any]:
 
     flags = rec.get("flags", {})
     out: dict[str, Any] = {}
-    for name in ("trace", "mapping"):
-        ref = flags.get(name)
-        if isinstance(ref, str) and Path(ref).is_file():
-            out[name] = hashlib.sha256(Path(ref).read_bytes()).hexdigest()
+    for name, path in _input_files(rec).items():
+        out[name] = hashlib.sha256(path.read_bytes()).hexdigest()
     if rec.get("command") == "simulate":
         try:
             config = load_with_settings(root or flags.get("root"), flags.get("rev"), flags.get("set") or [])
@@ -217,6 +215,30 @@ def sources(rec: dict[str, Any], root: str | None = None) -> dict[str, Any]:
         except (UserError, TypeError, ValueError, OSError):
             out["config"] = None
     return out
+
+
+def _input_files(rec: dict[str, Any]) -> dict[str, Path]:
+    """The trace and mapping files a recorded run read, by flag: the files its flags name,
+    or, for a bundled trace (by name, or the default one when none is named), the bundled
+    file and, with no ``--mapping`` (and the budget tree of the repository, not derived),
+    the ``mapping.yaml`` beside it, which the run read without a flag naming it."""
+    from engine.impact.window import DEFAULT_TRACE
+    from engine.sim.importers import BUNDLED
+
+    flags = rec.get("flags", {})
+    found: dict[str, Path] = {}
+    trace, mapping = flags.get("trace"), flags.get("mapping")
+    if trace is None:
+        trace = DEFAULT_TRACE  # (the default of simulate and impact alike)
+    if isinstance(trace, str) and trace in BUNDLED and not flags.get("trace_format"):
+        found["trace"] = BUNDLED[trace][1]
+        if mapping is None and flags.get("tree", "repo") == "repo":
+            found["mapping"] = BUNDLED[trace][1].parent / "mapping.yaml"
+    elif isinstance(trace, str) and Path(trace).is_file():
+        found["trace"] = Path(trace)
+    if isinstance(mapping, str) and Path(mapping).is_file():
+        found["mapping"] = Path(mapping)
+    return {name: path for name, path in found.items() if path.is_file()}
 
 
 def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:

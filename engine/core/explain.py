@@ -29,13 +29,18 @@ def when(t: float, now: float) -> str:
 
 
 def leaf_text(rank: LeafRank | None, n_leaves: int) -> str:
-    """``budget A1 rank 2/15 (metric 0.84 = 0.29 of usage / 0.35 share)``."""
+    """``budget A1 rank 2/15 (metric 0.84 = usage fraction 0.294 / share 0.350; 12.5 GPU-h in
+    the window)``; a budget with no share that used something: ``(metric inf: a 0% budget;
+    0.3 GPU-h in the window)``."""
     if rank is None:
         return "unallocated (free, never charged, preemptible)"
-    metric = "inf" if math.isinf(rank.metric) else f"{rank.metric:.2f}"
-    used = rank.metric * rank.share if math.isfinite(rank.metric) else 0.0
-    return (f"budget {rank.leaf} rank {rank.rank}/{n_leaves} (metric {metric} = usage fraction "
-            f"{used:.3f} / share {rank.share:.3f}; {rank.usage / 3600:.1f} GPU-h in the window)")
+    if math.isinf(rank.metric):
+        return (f"budget {rank.leaf} rank {rank.rank}/{n_leaves} (metric inf: a 0% budget; "
+                f"{rank.usage / 3600:.1f} GPU-h in the window)")
+    used = rank.metric * rank.share
+    return (f"budget {rank.leaf} rank {rank.rank}/{n_leaves} (metric {rank.metric:.2f} = usage "
+            f"fraction {used:.3f} / share {rank.share:.3f}; {rank.usage / 3600:.1f} GPU-h in the "
+            f"window)")
 
 
 def shape_text(c: Contract) -> str:

@@ -59,6 +59,20 @@ def level_fairshare(share: float, usage_fraction: float) -> float:
     return share / usage_fraction
 
 
+def shown_scale(parent_usage: float, total_pct: float) -> float:
+    """The factor from a sibling's ``share_pct / usage`` to its ``S / U`` (``parent usage /
+    sum of the siblings' share_pct``); 0 when the parent used nothing (then every ``U`` is 0)."""
+    return parent_usage / total_pct if parent_usage > 0 and total_pct > 0 else 0.0
+
+
+def shown_lf(key: float, scale: float) -> float:
+    """``S / U`` from ``share_pct / usage`` (``key``): the same order and ties, since all
+    siblings are scaled alike (``inf`` stays ``inf``: no usage, or a parent that used nothing)."""
+    if key == math.inf or key == 0.0:
+        return key
+    return key * scale if scale > 0 else math.inf
+
+
 def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
                      ) -> list[tuple[tuple, LevelFactor]]:
     """``parent``'s children as ``(sort key, LevelFactor)`` in Fair Tree order: LF first
@@ -75,12 +89,14 @@ def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
     keyed = []
     new = tuple.__new__  # (a LevelFactor without the named tuple's Python-level __new__)
     nodes = tree.nodes
-    for k, s in zip(tree.children(parent), tree.sibling_shares(parent)):  # S: normalised share
+    kids = tree.children(parent)
+    scale = shown_scale(parent_usage, sum(nodes[k].share_pct for k in kids))
+    for k, s in zip(kids, tree.sibling_shares(parent)):  # S: normalised share
         usage = used[k]
         u = usage / parent_usage if parent_usage > 0 else 0.0
         pct = nodes[k].share_pct
-        keyed.append(((-level_fairshare(pct, usage), -pct, usage, k),
-                      new(LevelFactor, (k, s, u, level_fairshare(s, u)))))
+        f = level_fairshare(pct, usage)
+        keyed.append(((-f, -pct, usage, k), new(LevelFactor, (k, s, u, shown_lf(f, scale)))))
     keyed.sort(key=itemgetter(0))
     return keyed
 

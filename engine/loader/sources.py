@@ -60,7 +60,7 @@ class DirSource:
 
     def __init__(self, root: Path):
         self.root = root
-        self.origin = str(root)
+        self.origin = str(root.resolve())  # (the same run from another directory: the same origin)
         self.revision: str | None = None
 
     def has_dir(self, directory: str) -> bool:

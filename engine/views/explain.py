@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.core.explain import shape_text, when
-from engine.core.fairshare import level_fairshare
+from engine.core.fairshare import level_fairshare, shown_lf, shown_scale
 from engine.core.queue import charged_leaf, is_debug
 from engine.core.types import Admit, Preempt
 from engine.durations import format_duration
@@ -80,9 +80,11 @@ def _lf(state: ViewState, node: str) -> tuple[float, float, float]:
     assert parent is not None  # callers pass level nodes and _split's children, never the root
     kids = tree.children(parent)
     total = sum(tree.nodes[k].share_pct for k in kids)
-    s = tree.nodes[node].share_pct / total if total > 0 else 0.0
+    pct = tree.nodes[node].share_pct
+    s = pct / total if total > 0 else 0.0
     u = used[node] / used[parent] if used[parent] > 0 else 0.0
-    return s, u, level_fairshare(s, u)
+    # (as the core shows it: share_pct / usage scaled, so ties stay ties)
+    return s, u, shown_lf(level_fairshare(pct, used[node]), shown_scale(used[parent], total))
 
 
 def explain(state: ViewState, query: str) -> Explanation:

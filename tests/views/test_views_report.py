@@ -210,3 +210,30 @@ def test_simulate_prints_the_worst_team_s_job_to_ask_about(capsys, tmp_path):
     last = text.splitlines()[-1]
     assert last.startswith(f"{team} got ") and f"ask why its job {job} waited: allot explain {job} " \
         f"--report {out} --at {at} (or --timeline)" in last
+
+
+@pytest.mark.parametrize("command, trace", [("simulate", "philly"), ("impact", None)])
+def test_the_key_of_a_kept_state_holds_the_bundled_trace_and_its_mapping(monkeypatch, tmp_path,
+                                                                          command, trace):
+    """A bundled trace (named, or the default one) is read from its file, with the
+    mapping.yaml beside it when no --mapping is given: both are in the key, so a kept state
+    is not shown after either changed (the replay then refuses, as without the cache)."""
+    from engine.commands import runrecord
+    from engine.sim import importers
+
+    shutil.copytree(REPO / "traces" / "philly", tmp_path / "philly")
+    monkeypatch.setitem(importers.BUNDLED, "philly", ("philly", tmp_path / "philly" / "philly.csv.gz"))
+    flags = {"trace": trace, "mapping": None, "tree": "repo", "trace_format": None}
+    rec = {"command": command, "flags": flags}
+    before = runrecord.sources(rec, str(REPO))
+    assert {"trace", "mapping"} <= set(before)
+    mapping = tmp_path / "philly" / "mapping.yaml"
+    mapping.write_text(mapping.read_text() + "\n# edited\n")
+    after = runrecord.sources(rec, str(REPO))
+    assert after["mapping"] != before["mapping"] and after["trace"] == before["trace"]
+    own = tmp_path / "own.yaml"
+    own.write_text(mapping.read_text())
+    named = runrecord.sources({**rec, "flags": {**flags, "mapping": str(own)}}, str(REPO))
+    assert named["mapping"] == after["mapping"]  # (its own file, whose text is the same)
+    mapping.write_text("changed: again\n")
+    assert runrecord.sources({**rec, "flags": {**flags, "mapping": str(own)}}, str(REPO)) == named

@@ -181,3 +181,15 @@ def test_a_reference_to_a_directory_says_it_is_one(tmp_path):
     assert "a file inside the directory?" in problems[1]
     repo = pygit2.init_repository(str(work), initial_head="main")
     assert _problems(work, _commit_all(repo, work, "a directory")) == problems  # same in git
+
+
+def test_a_directory_s_origin_is_its_resolved_path_however_it_was_named(tmp_path, monkeypatch):
+    """The origin goes into reports (summary.json): the same directory named as '.', by a
+    relative or an absolute path, is one origin."""
+    work = tmp_path / "cfg"
+    shutil.copytree(BASE, work)
+    monkeypatch.chdir(work)
+    origins = {load_config(".").origin, load_config(str(work)).origin}
+    monkeypatch.chdir(tmp_path)
+    origins.add(load_config("cfg").origin)
+    assert origins == {str(work.resolve())}

@@ -126,8 +126,21 @@ def _load_both(repo: str, base: str, head: str, out: Path | None, fmt: str) -> t
                     for p in problems)
 
 
+# what an --out directory of allot impact holds (removed first: it holds this run's only)
+IMPACT_FILES = ("impact.md", "impact.json", "impact.png", "base/run.json", "head/run.json")
+
+
+def clear_impact(out: Path) -> None:
+    """Remove the files an earlier ``allot impact --out`` left in ``out`` (nothing else)."""
+    for name in IMPACT_FILES:
+        if (out / name).is_file():
+            (out / name).unlink()
+
+
 def run(args: argparse.Namespace) -> int:
     out = output_dir("--out", args.out) if args.out else None
+    if out is not None and out.is_dir():
+        clear_impact(out)
     base, head = _load_both(args.repo, args.base, args.head, out, args.format)
     base_rev = base.revision or args.base
     head_rev = head.revision or args.head

@@ -286,8 +286,21 @@ def markdown(doc: dict[str, Any]) -> str:
         *table(team_rows(doc), "team"), ""])
 
 
+def clear(out: Path) -> None:
+    """Remove what an earlier sweep left in ``out`` (``sweep.*`` and each ``point-N/run.json``,
+    with its directory once empty; nothing else), so that it holds this sweep only."""
+    for name in ("sweep.json", "sweep.md", "sweep.png"):
+        if (out / name).is_file():
+            (out / name).unlink()
+    for record in out.glob(f"point-*/{runrecord.FILE}"):
+        record.unlink()
+        if not any(record.parent.iterdir()):
+            record.parent.rmdir()
+
+
 def write(doc: dict[str, Any], out: Path, pictures: bool = True) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
+    clear(out)
     paths = [out / "sweep.json", out / "sweep.md"]
     paths[0].write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     paths[1].write_text(markdown(doc))

@@ -91,7 +91,8 @@ def _window_text(window: list[float] | None) -> str:
     return f"{format_duration(round(a))} to {format_duration(round(b))} of the trace"
 
 
-def markdown(summary: dict[str, Any]) -> str:
+def markdown(summary: dict[str, Any], pictures: bool = True) -> str:
+    """The Markdown report of ``summary`` (``pictures``: the PNGs are beside it)."""
     exp = summary["experiment"]
     names = list(summary["schedulers"])
     cfg = exp["config"]
@@ -161,8 +162,23 @@ def markdown(summary: dict[str, Any]) -> str:
             "preempted), `usage.png` (delivered vs entitled per team), `waits.png` (wait CDFs)"
             + (", `waiting.png` (why work waited, per team and cause)" if any(
                 t.get("waiting_gpu_h") for s in summary["schedulers"].values()
-                for t in s["teams"].values()) else "") + ".", ""]
+                for t in s["teams"].values()) else "") + "." if pictures else
+            "- Pictures: none (`--no-pictures`).", ""]
     return "\n".join(out)
+
+
+# what a report directory holds (write_report and the run record beside it, runrecord.write)
+REPORT_FILES = ("summary.json", "report.md", "run.json", "tasks-*.csv", "gantt.png", "usage.png",
+                "waits.png", "waiting.png")
+
+
+def clear_report(out: Path) -> list[Path]:
+    """Remove the files an earlier report left in ``out`` (:data:`REPORT_FILES`; nothing
+    else), so that the directory holds this run's report only; the paths removed."""
+    gone = sorted({p for pattern in REPORT_FILES for p in out.glob(pattern) if p.is_file()})
+    for p in gone:
+        p.unlink()
+    return gone
 
 
 def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
@@ -174,6 +190,7 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     the budget run, when the caller has them already."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
+    clear_report(out)
     summary = exp.summary()
     paths = []
     p = out / "summary.json"
@@ -183,7 +200,8 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     if asks is None:
         budget = exp.results.get("budget")
         asks = short_teams(budget, summary["schedulers"]["budget"]) if budget is not None else []
-    p.write_text(markdown(summary) + "\n".join(_short_teams(asks)), encoding="utf-8")
+    p.write_text(markdown(summary, pictures and bool(exp.results)) + "\n".join(_short_teams(asks)),
+                 encoding="utf-8")
     paths.append(p)
     for name, res in exp.results.items():
         p = out / f"tasks-{name}.csv"

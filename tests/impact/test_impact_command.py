@@ -144,3 +144,24 @@ def test_progress_line_on_stderr(shift_repo, capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert err.count("\r") == 2 and err.count("\n") == 1
     assert "base [##########          ]  50.0%  head [                    ]   0.0%" in err
+
+
+def test_an_out_directory_holds_this_run_s_report_only(shift_repo, capsys, tmp_path):
+    """A replay then a diff-only run into the same --out: the first run's chart and replay
+    records go (they would describe another run); other files stay."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"id": f"j{i}", "submit": 60.0 * i, "pods": 1,
+                                         "gpus_per_pod": 8, "runtime": 1800.0,
+                                         "owner": "applied-code" if i % 2 else "applied-agents"})
+                             + "\n" for i in range(20)))
+    out = tmp_path / "report"
+    assert main(["impact", "--repo", str(shift_repo.path), "--base", shift_repo.base,
+                 "--head", shift_repo.head, "--trace", str(trace), "--days", "0.05",
+                 "--demand-ratio", "0", "--jobs", "1", "--out", str(out)]) == 0
+    assert (out / "impact.png").is_file() and (out / "head" / "run.json").is_file()
+    (out / "notes.txt").write_text("mine")
+    assert main(["impact", "--repo", str(shift_repo.path), "--base", shift_repo.head,
+                 "--head", shift_repo.base, "--no-replay", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "impact.json", "impact.md", "notes.txt"]

@@ -167,3 +167,21 @@ def test_jobs_2_runs_the_schedulers_side_by_side_with_the_same_report(tmp_path, 
     for name in names:
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
     assert forked_runs == ([3, 4] if forked.can_fork(2) else [0, 0])
+
+
+def test_a_report_directory_holds_this_run_s_report_only(tmp_path, capsys):
+    """A second run into the same --out leaves none of the first run's files (its legacy
+    table, its pictures); other files there are left alone; without pictures the report
+    says there are none."""
+    out = tmp_path / "rep"
+    base = ["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)),
+            "--cluster", "h100:2", "--demand-ratio", "0", "--out", str(out)]
+    assert main(base + ["--baseline", "legacy"]) == 0
+    assert {"tasks-legacy.csv", "gantt.png", "usage.png", "waits.png"} <= {p.name for p in out.iterdir()}
+    (out / "notes.txt").write_text("mine")
+    assert main(base + ["--baseline", "none", "--no-pictures"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == [
+        "notes.txt", "report.md", "run.json", "summary.json", "tasks-budget.csv"]
+    report = (out / "report.md").read_text()
+    assert "- Pictures: none (`--no-pictures`)." in report and "gantt.png" not in report

@@ -165,3 +165,14 @@ def test_the_policy_files_value_is_marked(tmp_path, capsys):
     assert "| measure | 0.250 (file) | 1 |" in (tmp_path / "m" / "sweep.md").read_text()
     assert policy_values(ROOT, None, ["placement.reservationShare", "placement.nothing"]) == {
         "placement.reservationShare": 0.25}
+
+
+def test_a_smaller_sweep_into_the_same_out_leaves_no_column_of_the_earlier_one(tmp_path, capsys):
+    assert main([*_flags(tmp_path, "sweep"), "--sweep", "placement.reservationShare=0.1,0.5,1"]) == 0
+    assert (tmp_path / "sweep" / "point-3" / "run.json").is_file()
+    (tmp_path / "sweep" / "notes.txt").write_text("mine")
+    assert main([*_flags(tmp_path, "sweep"), "--sweep", "placement.reservationShare=0.1,1"]) == 0
+    capsys.readouterr()
+    assert sorted(str(p.relative_to(tmp_path / "sweep")) for p in (tmp_path / "sweep").rglob("*")) == [
+        "notes.txt", "point-1", "point-1/run.json", "point-2", "point-2/run.json", "sweep.json",
+        "sweep.md"]

@@ -9,7 +9,8 @@ Both shells call this; what the simulator predicts is what the cluster does. Ste
    preemptible running work (:mod:`engine.core.preemption`).
 4. Walk the queue once in order (:mod:`engine.core.queue`). For each workload:
    a. place it on free GPUs (packing; gangs all or nothing); a failed shape is remembered
-      for the rest of the pass (free GPUs only shrink), so a large workload that cannot be
+      until the next preemption of the pass (free GPUs only shrink until a preemption may
+      leave some over, :mod:`engine.core.walk_memo`), so a large workload that cannot be
       placed does not block smaller ones behind it;
    b. else, if it is allocated, preempt the cheapest valid victim set (lower-ranked or
       unallocated, never protected, anti-ping-pong rule projected over all moves of this

@@ -9,7 +9,8 @@ For every node with ``healthy == False``:
   is over; a protected workload is never evicted early. Unallocated work has no min runtime
   and is evicted at once when ``policy.drain.evict_unallocated_immediately``; when that is
   false it is left to finish by itself (the node drains when it ends);
-* when nothing runs on it any more (in the snapshot), it is reported ``MarkDrained`` so
+* when nothing runs on it any more (in the snapshot: no workload, and no other tenants' pods,
+  ``NodeState.foreign``, which Allot does not evict), it is reported ``MarkDrained`` so
   repair automation can take it. Evictions decided now show up as drained at the next
   decision, once the shell has stopped them.
 """
@@ -55,6 +56,6 @@ def drain(nodes: Sequence[NodeState], running: Sequence[Running], policy: DrainP
         if not n.cordoned:
             node_actions.append(Cordon(n.name, "unhealthy: takes no new work; its workloads are "
                                                "evicted as each reaches its min runtime"))
-        if n.name not in occupied:
+        if n.name not in occupied and not n.foreign:
             node_actions.append(MarkDrained(n.name, "unhealthy and empty: ready for repair"))
     return node_actions, evictions, kept

@@ -1,7 +1,8 @@
 """The lazy mappings of a decision: ``Decision.statuses`` (:class:`StatusMap`) and
 ``Decision.waiting`` (:class:`LazyMap`), each built on first access (the simulator calls
 ``decide()`` tens of thousands of times and reads few statuses), but behaving as a plain
-read-only dict (equality, iteration in workload-id order, ``len``).
+read-only dict (equality, ``len``, iteration: ``statuses`` in workload-id order, ``waiting``
+in queue order, each as the dict it stands for would be built).
 
 Left interpreted when the core is compiled (:mod:`engine.accel`): compiled, a subclass of
 ``collections.abc.Mapping`` shared ``Mapping``'s isinstance caches, so a plain dict then

@@ -8,7 +8,8 @@ Who may be a victim of preemptor ``W`` (leaf ``Lw``):
 * never a protected workload: one with ``now < protected_until`` (allocated work during its
   min runtime). Unallocated work has ``protected_until == started_at`` so it always qualifies;
 * unallocated work (no budget, min runtime 0, or a budget that is not a leaf of the tree any
-  more): always, and it is taken first;
+  more): always, and it is taken first (work whose budget left the tree while it ran keeps
+  the protection it started with: it is a victim once that is over);
 * allocated work past its min runtime whose leaf ``Lv`` ranks strictly lower than ``Lw``
   (higher rank number), **and** passes the anti-ping-pong rule.
 

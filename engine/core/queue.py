@@ -11,8 +11,9 @@ Rules:
    costs the rest of the queue little and gives researchers the one-to-two-minute start that
    makes "run it and see whether it crashes" a practice. It may also preempt more widely
    (:mod:`engine.core.preemption`). Gaming the rule does not pay: a long job labelled debug
-   is protected for 15 min only, then any higher-ranked work (or any debug job) may preempt
-   it, each restart costs it its checkpoint loss and restart overhead (a non-resumable one
+   is protected for 15 min only, then any higher-ranked work may preempt it (and any debug
+   job of a higher-ranked leaf: debug jobs take one another's GPUs only by the ordinary
+   rule), each restart costs it its checkpoint loss and restart overhead (a non-resumable one
    starts over), and every minute it runs is charged to its own budget, so it ranks lower
    next time. The rule only ever helps a workload *start*: once running, a debug job past its
    min runtime is ordinary work of its leaf.

@@ -86,8 +86,8 @@ def pending_status(p: PassView, e: Entry, pos: int, outcome, admitted) -> Worklo
     else:
         why = f"{needs}; {why_no_victims(p, e, *detail[1:]) if isinstance(detail, tuple) else detail}"
         if kind == "unreservable":
-            why += ("; no reservation: the running work it may preempt (unallocated, or lower-ranked "
-                    "and passing the anti-ping-pong rule) never frees enough GPUs for it")
+            why += ("; no reservation: no schedulable node (healthy, not cordoned) or topology "
+                    "group left by the other reservations is big enough to hold it, even empty")
     return WorkloadStatus(state="pending", reason=f"waiting: {why}; {leaf_text(lr, p.n)}{note}", **base)
 
 
@@ -107,10 +107,13 @@ def why_no_victims(p: PassView, e: Entry, blocked: tuple[str, ...], charge: tupl
                 f"for it plus {running / 3600:.1f} GPU-h for its running work, and would no "
                 f"longer rank above them")
     if p.below.above(rank):
-        return ("preempting all unallocated work and all work past its min runtime would not make "
+        return ("preempting all unallocated work and all work past its min runtime that a debug "
+                "workload may take (any budget's, but debug work only of budgets ranked below its "
+                "own) would not make "
                 "room" if e.debug else "preempting all lower-ranked or unallocated work past its "
                 "min runtime would not make room")
-    return ("no work past its min runtime to preempt" if e.debug else
+    return ("no work past its min runtime that a debug workload may take (debug work only of "
+            "budgets ranked below its own) to preempt" if e.debug else
             "no lower-ranked work past its min runtime to preempt")
 
 
@@ -142,8 +145,10 @@ def waiting_causes(p: PassView, entries: Sequence[Entry],
     preempt would not make room (or nothing is preemptible); ``pingpong``: lower-ranked work
     past its min runtime would, but the anti-ping-pong rule forbids it; ``kept-off``: kept off
     the nodes reserved for better-ranked work; ``reserved``: it holds a timed reservation;
-    ``holding``: it holds nodes as a drain hold; ``no-reservation``: no room, and no running
-    work it may preempt ever frees enough GPUs for a reservation; ``free-work``: unallocated
+    ``holding``: it holds nodes as a drain hold; ``no-reservation``: no room, and no
+    schedulable node or group that the other reservations leave is big enough to hold it
+    even empty (the others unhealthy, cordoned or reserved), so no reservation or hold can
+    be made for a reservation; ``free-work``: unallocated
     work, which only takes idle GPUs. Admitted workloads are not in it; rejected ones neither."""
     causes: dict[str, str] = {}
     for e, (kind, detail, _) in zip(entries, outcome):
@@ -210,6 +215,11 @@ def running_status(p: PassView, r, evictions) -> WorkloadStatus:
     where = placement_text(r.placement.assignments)
     if wid in p.draining:
         why = p.draining[wid]
+    elif p.now < r.protected_until and leaf is None:  # (its budget left the tree as it ran)
+        return WorkloadStatus(state="running", reason=(
+            f"running on {where}: protected by the min runtime it started with until "
+            f"{when(r.protected_until, p.now)}, then preemptible at any time by allocated work; "
+            f"{note} (not charged)"), **base)
     elif p.now < r.protected_until:
         why = f"protected by its min runtime until {when(r.protected_until, p.now)}"
     elif leaf is None:

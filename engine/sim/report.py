@@ -148,8 +148,9 @@ def markdown(summary: dict[str, Any], pictures: bool = True) -> str:
             "- **Why work waited**: *no-room* (preempting all the work it may preempt would not make "
             "room), *pingpong* (lower-ranked work would, but the anti-ping-pong rule forbids it), "
             "*kept-off* (kept off nodes reserved for better-ranked work), *reserved* / *holding* "
-            "(it holds a timed reservation / a drain hold), *no-reservation* (no running work it "
-            "may preempt ever frees enough GPUs), *free-work* (unallocated work waits for idle GPUs).",
+            "(it holds a timed reservation / a drain hold), *no-reservation* (no schedulable node or "
+            "group is big enough to hold it, even empty), *free-work* (unallocated work waits for "
+            "idle GPUs).",
             "- **Idle** rows split capacity that did no work, as shares of all GPU-time: *scheduling "
             "lag* (pending work would fit but no pass has run since the GPUs came free), *held by "
             "a reservation* (pending work would fit and the last pass kept it off: GPUs kept for a "

@@ -66,7 +66,8 @@ def build_running(spec: Mapping[str, Any]) -> Running:
 def build_nodes(spec: list) -> tuple[NodeState, ...]:
     return tuple(NodeState(name=n["name"], cluster=n.get("cluster", "c"), gpus=int(n.get("gpus", 8)),
                            domain=n.get("domain", "d0"), healthy=bool(n.get("healthy", True)),
-                           cordoned=bool(n.get("cordoned", False))) for n in spec)
+                           cordoned=bool(n.get("cordoned", False)),
+                           foreign=int(n.get("foreign", 0))) for n in spec)
 
 
 def build_config(data: Mapping[str, Any], nodes: tuple[NodeState, ...]) -> Config:

@@ -9,8 +9,8 @@ up to ``policy.reservations`` per decision, each on nodes no earlier reservation
   :mod:`engine.core.preemption`: unallocated, or lower-ranked allocated work passing the
   anti-ping-pong rule) becomes available to it at ``max(now, protected_until)``; higher-ranked
   work never (its end is unknown). Adding these GPUs in time order to the free ones, ``T`` is
-  the first moment the gang has a valid placement (one node if it can, else one topology
-  group), and the reserved nodes are that placement's nodes. No finite ``T`` -> a drain
+  the first moment the gang has a valid placement (on one node, or a multi-pod gang inside
+  one topology group; one node on a tie), and the reserved nodes are that placement's nodes. No finite ``T`` -> a drain
   hold instead (below); when no schedulable node or group could hold the shape even empty,
   neither, and the next allocated workload that cannot start tries.
 * Backfill: work behind the holder may still start anywhere else, and on the reserved nodes
@@ -121,9 +121,21 @@ def start_of(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool, 
     # 1. one node: per big enough node, add the releases on it in time order until it fits;
     # the earliest (time, node) not avoided wins
     best = next((s for s in singles if s[1] not in avoid), None)
-    if best is not None or pods == 1:
-        return None if best is None else (best[0], Placement(((best[1], total),)))
-    # 2. one group: every group's pod slots grow in ONE walk over the releases in time order
+    single = None if best is None else (best[0], Placement(((best[1], total),)))
+    if pods == 1:
+        return single
+    # 2. one group, unless one node is ready no later (the first moment wins; a tie goes to
+    # the one node, as placement prefers it)
+    group = _group_start(gpus_per_pod, pods, clusters, pool, mine, avoid)
+    if single is not None and (group is None or single[0] <= group[0]):
+        return single
+    return group
+
+
+def _group_start(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Pool,
+                 mine: Eligible, avoid: frozenset[str]) -> tuple[float, Placement] | None:
+    """The earliest time and placement of a multi-pod gang inside one group (see below)."""
+    # one group: every group's pod slots grow in ONE walk over the releases in time order
     # (a release adds its GPUs on each node of a group; a group stops growing once it has the
     # slots, at that release's time). The earliest (time, group key) to have the slots wins:
     # a group whose free GPUs give ``pods`` slots always has a placement (:func:`fit` fills

@@ -146,7 +146,8 @@ def test_cached_properties_leave_dataclasses_alone():
 
 
 def _earliest_start_direct(gpus_per_pod, pods, clusters, pool, releases, avoid):
-    """The per-group search ``earliest_start`` replaces (one node first, as it does)."""
+    """The per-group search ``earliest_start`` replaces: the earliest one-node start, and
+    for a multi-pod gang the earliest group start, which wins only when strictly earlier."""
     total = gpus_per_pod * pods
     best = None
     for c in clusters:
@@ -164,8 +165,10 @@ def _earliest_start_direct(gpus_per_pod, pods, clusters, pool, releases, avoid):
                         when = t
             if when < math.inf and (best is None or (when, n) < best[0]):
                 best = ((when, n), Placement(((n, total),)))
-    if best is not None or pods == 1:
-        return None if best is None else (best[0][0], best[1])
+    single = None if best is None else (best[0][0], best[1])
+    if pods == 1:
+        return single
+    best = None
     for c in clusters:
         for key, members in sorted(pool.groups[c].items()):
             names = [n for n in members if n not in avoid]
@@ -186,7 +189,10 @@ def _earliest_start_direct(gpus_per_pod, pods, clusters, pool, releases, avoid):
             placement = fit(gpus_per_pod, pods, free, names, {key: names})
             if placement is not None and (best is None or (when, key) < best[0]):
                 best = ((when, key), placement)
-    return None if best is None else (best[0][0], best[1])
+    group = None if best is None else (best[0][0], best[1])
+    if single is not None and (group is None or single[0] <= group[0]):
+        return single
+    return group
 
 
 def _hold_nodes_direct(gpus_per_pod, pods, clusters, pool, later, avoid):

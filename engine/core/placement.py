@@ -58,6 +58,16 @@ def fit_groups(gpus_per_pod: int, pods: int, free: Mapping[str, int],
     """:func:`fit`'s placement of a multi-node gang inside one of ``groups``, on the nodes in
     ``allowed`` (None: all) not in ``exclude``: the group with fewest nodes used, then least
     free GPUs left over, then name."""
+    found = scored_fit_groups(gpus_per_pod, pods, free, groups, allowed, exclude)
+    return None if found is None else found[1]
+
+
+def scored_fit_groups(gpus_per_pod: int, pods: int, free: Mapping[str, int],
+                      groups: Mapping[GroupKey, Sequence[str]],
+                      allowed: AbstractSet[str] | None = None,
+                      exclude: AbstractSet[str] = frozenset()) -> tuple[tuple, Placement] | None:
+    """:func:`fit_groups` with the winner's score ``(nodes used, free GPUs left over in the
+    group, group key)``, by which groups of several clusters compare too."""
     total = gpus_per_pod * pods
     choice: tuple[tuple, list[tuple[str, int]]] | None = None
     for key in sorted(groups):
@@ -77,7 +87,7 @@ def fit_groups(gpus_per_pod: int, pods: int, free: Mapping[str, int],
             choice = (score, chosen)
     if choice is None:
         return None
-    return Placement(tuple(sorted((n, k * gpus_per_pod) for n, k in choice[1])))
+    return choice[0], Placement(tuple(sorted((n, k * gpus_per_pod) for n, k in choice[1])))
 
 
 def _fill(slots: list[tuple[int, str]], pods: int) -> list[tuple[str, int]]:
@@ -227,19 +237,19 @@ class Pool:
             if most < gpus_per_pod:
                 continue
             # :func:`fit` on the cluster's nodes not in ``exclude``: one node first (the best
-            # fit, from the nodes kept by free GPUs), else one group
-            found = None
+            # fit, from the nodes kept by free GPUs), else one group; across clusters by the
+            # same scores: (1, free GPUs left on the node, node name) for one node, (nodes
+            # used, free GPUs left in the group, group key) for a group
+            found: tuple[tuple, Placement] | None = None
             if most >= total:
                 node = self.best_node(c, total, exclude)
                 if node is not None:
-                    found = Placement(((node, total),))
+                    found = ((1, self.free[node] - total, node), Placement(((node, total),)))
             if found is None and pods > 1:
-                found = fit_groups(gpus_per_pod, pods, self.free, self.groups[c], exclude=exclude)
-            if found is not None:
-                # across clusters: fewest nodes, then least free GPUs left on the chosen nodes
-                score = (len(found.assignments), sum(self.free[n] for n in found.nodes) - total, c)
-                if best is None or score < best[0]:
-                    best = (score, found)
+                found = scored_fit_groups(gpus_per_pod, pods, self.free, self.groups[c],
+                                          exclude=exclude)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
         return None if best is None else best[1]
 
     def most_free(self, cluster: str) -> int:

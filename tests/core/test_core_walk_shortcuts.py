@@ -70,20 +70,17 @@ def test_a_cluster_without_a_pod_s_gpus_free_on_a_node_is_skipped():
             exclude = frozenset(rnd.sample([n.name for n in nodes], rnd.choice([0, 0, 2])))
             cluster = rnd.choice(["c", "d", None])
             got = pool.place(gpus_per_pod, pods, cluster, exclude)
-            # the reference: every cluster with enough free GPUs is tried
-            best = None
+            # the reference: fit on the nodes and groups of every cluster with enough free
+            # GPUs at once (one node first, by best fit and name; else the group with fewest
+            # nodes, least left over, then key), as if they were one cluster
+            names, groups = [], {}
             for c in pool.cluster_names(cluster):
                 if pool.cluster_free[c] < gpus_per_pod * pods:
                     continue
                 skipped += max(pool.free[n] for n in pool.clusters[c]) < gpus_per_pod
-                names = [n for n in pool.clusters[c] if n not in exclude]
-                found = fit(gpus_per_pod, pods, pool.free, names, pool.groups[c])
-                if found is not None:
-                    score = (len(found.assignments),
-                             sum(pool.free[n] for n in found.nodes) - gpus_per_pod * pods, c)
-                    if best is None or score < best[0]:
-                        best = (score, found)
-            assert got == (None if best is None else best[1])
+                names += [n for n in pool.clusters[c] if n not in exclude]
+                groups.update(pool.groups[c])
+            assert got == (fit(gpus_per_pod, pods, pool.free, names, groups) if names else None)
             if got is not None and rnd.random() < 0.7:
                 pool.take(got)
             else:

@@ -240,6 +240,23 @@ class _Pass:
         return not e.debug and not self.holds.may_add() and not (
             self.policy.loans and e.workload.contract.resumable)
 
+    def room_with(self, gang: tuple, clusters: Sequence[str], exclude: frozenset[str],
+                  every: frozenset[str]) -> bool:
+        """Would a victim search for ``gang`` find room with every victim of the leaves in
+        ``every`` eligible (the anti-ping-pong rule set aside)? Only then is that rule why a
+        workload waits (its status and the ``pingpong`` cause); a failure is remembered as
+        the walk's other failed searches are."""
+        memo = self.memo
+        gpus_per_pod, pods, _ = gang
+        if memo.failed_before(gang, exclude, every, None):
+            return False
+        if (0 if self.quick else self.pool.free_in(clusters)) + self.rules.preemptible_upper(every) \
+                < gpus_per_pod * pods or find_victims(gpus_per_pod, pods, clusters, self.pool,
+                                                     self.by_node, every, exclude) is None:
+            memo.search_failed(gang, exclude, every, None)
+            return False
+        return True
+
     def fails_for_all_below(self, e: Entry, rank: int, clusters: Sequence[str],
                             exclude: frozenset[str], shape: tuple) -> bool:
         """Would a victim search for ``e`` fail with every victim ranked below ``rank``
@@ -321,8 +338,11 @@ class _Pass:
                             memo.preempted()  # it may leave GPUs free that others can use
                             return ("admitted", "", free)
                         memo.search_failed(gang, exclude, vok, dok)
-                    blocked = novictims[(shape, vok, dok)] = tuple(sorted(
-                        self.rules.victims_below(rank) - vok))
+                    every = self.rules.victims_below(rank)
+                    blocked = tuple(sorted(every - vok))
+                    if blocked and not e.debug and not self.room_with(gang, clusters, exclude, every):
+                        blocked = ()  # (the rule excluded victims that would not make room either)
+                    novictims[(shape, vok, dok)] = blocked
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                         maxfail[shape] = rank
                 # (what the leaf's running work adds: shown only beside excluded leaves, and

@@ -52,6 +52,8 @@ def test_scenario(path: Path):
                 assert getattr(status, key) == pytest.approx(value, rel=1e-6), (wid, key)
             else:
                 assert getattr(status, key) == value, (wid, key, status)
+    for wid, cause in (expect.get("waiting") or {}).items():  # why it waits, in one word
+        assert decision.waiting.get(wid) == cause, (wid, dict(decision.waiting))
     for leaf, rank in (expect.get("ranks") or {}).items():
         assert decision.ranks[leaf].rank == rank, (leaf, decision.ranks[leaf])
     for leaf, metric in (expect.get("metrics") or {}).items():

@@ -246,8 +246,10 @@ class _Pass:
         ``every`` eligible (the anti-ping-pong rule set aside)? Only then is that rule why a
         workload waits (its status and the ``pingpong`` cause); a failure is remembered as
         the walk's other failed searches are."""
-        memo = self.memo
+        memo, key = self.memo, (gang, exclude, every)
         gpus_per_pod, pods, _ = gang
+        if memo.room.get(key) == self.state:  # (found in this state of the walk)
+            return True
         if memo.failed_before(gang, exclude, every, None):
             return False
         if (0 if self.quick else self.pool.free_in(clusters)) + self.rules.preemptible_upper(every) \
@@ -255,6 +257,7 @@ class _Pass:
                                                      self.by_node, every, exclude) is None:
             memo.search_failed(gang, exclude, every, None)
             return False
+        memo.room[key] = self.state
         return True
 
     def fails_for_all_below(self, e: Entry, rank: int, clusters: Sequence[str],
@@ -338,13 +341,15 @@ class _Pass:
                             memo.preempted()  # it may leave GPUs free that others can use
                             return ("admitted", "", free)
                         memo.search_failed(gang, exclude, vok, dok)
-                    every = self.rules.victims_below(rank)
-                    blocked = tuple(sorted(every - vok))
-                    if blocked and not e.debug and not self.room_with(gang, clusters, exclude, every):
-                        blocked = ()  # (the rule excluded victims that would not make room either)
-                    novictims[(shape, vok, dok)] = blocked
+                    blocked = novictims[(shape, vok, dok)] = tuple(sorted(
+                        self.rules.victims_below(rank) - vok))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure
                         maxfail[shape] = rank
+                if blocked and not e.debug and not self.room_with(
+                        (c.gpus_per_pod, c.pods, c.cluster), clusters, exclude,
+                        self.rules.victims_below(rank)):
+                    blocked = ()  # (the rule excluded victims that would not make room either)
+                    maxfail[shape] = rank
                 # (what the leaf's running work adds: shown only beside excluded leaves, and
                 # 0.0 without them, as when a shortcut above ends the search)
                 why = ("search", blocked, charge,

@@ -21,8 +21,10 @@ both are the same: in one state the free GPUs, the reservations and the projecti
 same, a shape found not to fit stays so, and ``maxfail`` only lowers.
 
 Each memo changes no result: it only skips a placement, search or reservation that would
-fail, or (``roomy``, tied to the walk's state so that it lapses at the next admission) a
-room check that would say again that victims might make room. Edge cases: a gang's key
+fail, or (``roomy`` and ``room``, tied to the walk's state so that they lapse at the next
+admission) a room check or a search that would say again that victims might or do make
+room. ``tests/core/test_core_walk_memo_reference.py`` checks it: the same actions,
+reservations, statuses and wait causes as a walk that remembers nothing. Edge cases: a gang's key
 includes its cluster (None: any), a shape's key its kept-off nodes (different nodes,
 different answer); an empty set of eligible leaves is a set like any other (unallocated
 victims stay eligible).
@@ -52,6 +54,9 @@ class WalkMemos:
         # ranked below ``rank`` might have made room (``VictimIndex.room_below``): they still
         # might while nothing was admitted (this one spares asking again)
         self.roomy: dict[tuple, int] = {}
+        # (gang, kept-off nodes, leaves) -> the walk's state when a search with those leaves'
+        # victims found room (``_Pass.room_with``): it still does while nothing was admitted
+        self.room: dict[tuple, int] = {}
         # near number -> (the walk's state, timed reservations starting before the workload's
         # protection ends, outcome) of a turn that ended reserved-out before a victim search
         self.kept_out: dict[int, tuple[int, int, tuple[str, object, int]]] = {}

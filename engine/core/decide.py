@@ -44,7 +44,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from engine.core.drain import drain
-from engine.core.explain import leaf_text, placement_text, preempt_reason
+from engine.core.explain import admit_reason, leaf_text, preempt_reason
 from engine.core.lazymaps import LazyMap, StatusMap
 from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
@@ -181,17 +181,11 @@ class _Pass:
         if self._index is not None:  # (else built later, from the pool as it is then)
             for n, _ in placement.assignments:
                 self._index.changed(n)
-        if loan:  # (never with victims)
-            holders = ", ".join(r.holder for r in self.holds.items if r.nodes & set(placement.nodes))
-            how = (f" on loan (reserved for {holders}): unallocated for this run, so not charged, "
-                   f"not protected and preempted first")
-        else:
-            if e.leaf is not None:
-                self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
-            how = (f" after preempting {len(victims)} workload(s) ({', '.join(v.id for v in victims)})"
-                   if victims else "")
-        self.actions.append(Admit(w.id, placement, f"admitted on {placement_text(placement.assignments)}"
-                                  f"{how}: {mine}", loan))
+        holders = [r.holder for r in self.holds.items if r.nodes & set(placement.nodes)] if loan else []
+        if not loan and e.leaf is not None:  # (a loan: never with victims, never charged)
+            self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
+        self.actions.append(Admit(w.id, placement, admit_reason(
+            placement.assignments, [v.id for v in victims], holders if loan else None, mine), loan))
 
     def run(self, entries: list[Entry]) -> list[tuple[str, object, int]]:
         """Walk the queue once; outcome per workload, in queue order: (kind, detail, free GPUs

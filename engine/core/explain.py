@@ -14,7 +14,7 @@ from engine.core.types import Contract, LeafRank
 from engine.durations import format_duration
 
 __all__ = ["LazyMap", "StatusMap", "when", "leaf_text", "placement_text", "shape_text",
-           "preempt_reason"]
+           "preempt_reason", "admit_reason"]
 
 
 def when(t: float, now: float) -> str:
@@ -63,6 +63,19 @@ def preempt_reason(preemptor: str, mine: str, debug: bool, leaf: str | None, ran
                f"its min runtime, and this one's ended {ended} ({theirs})" if debug else
                f"{theirs} ranks below {leaf} (rank {rank}) and its min runtime ended {ended}")
     return f"preempted for {preemptor} ({mine}): {why}; estimated progress lost {cost_s / 3600:.2f} GPU-h"
+
+
+def admit_reason(assignments: tuple[tuple[str, int], ...], victims: list[str],
+                 loan_holders: list[str] | None, mine: str) -> str:
+    """Why a workload was admitted where it was: after preempting ``victims`` (ids), or on
+    loan on the GPUs held for ``loan_holders`` (None: not a loan); ``mine`` is its
+    :func:`leaf_text`."""
+    if loan_holders is not None:
+        how = (f" on loan (reserved for {', '.join(loan_holders)}): unallocated for this run, so "
+               f"not charged, not protected and preempted first")
+    else:
+        how = f" after preempting {len(victims)} workload(s) ({', '.join(victims)})" if victims else ""
+    return f"admitted on {placement_text(assignments)}{how}: {mine}"
 
 
 def placement_text(assignments: tuple[tuple[str, int], ...]) -> str:

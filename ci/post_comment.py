@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Create or update one sticky comment on a GitHub pull request (standard library only).
 
-The comment is found again by a hidden HTML marker (``<!-- allot-impact -->`` by default) on
-its first line, so every run edits the same comment instead of adding a new one. Any CI
-system can run this script: it needs only Python 3.9+ and these environment variables.
+The comment is found again by a hidden HTML marker (``<!-- allot-impact -->`` by default)
+that starts its first line (a comment that only mentions the marker is never touched), so
+every run edits the same comment instead of adding a new one; a create whose answer was lost
+(5xx, network) looks for the comment again before posting again. Any CI system can run this
+script: it needs only Python 3.9+ and these environment variables.
 
 Environment
 -----------
@@ -26,7 +28,9 @@ Exit codes
 0  the comment was created (or updated, or already identical)
 1  the GitHub API refused or failed: 401/403/404/422, rate limit not lifted within the
    bounded wait, 5xx or network errors after every retry
-2  usage error: no token, no repository, no pull request number, unreadable body file
+2  usage error: no token (or one with characters no token has), no repository, no pull
+   request number, an API root that is not an http(s) URL, a setting that is not a finite
+   number, unreadable body file (bytes that are not UTF-8 are shown as U+FFFD instead)
 
 Endpoints (GitHub REST v3): ``GET /repos/{repo}/issues/{pr}/comments`` (paginated through
 the ``Link: rel="next"`` header), ``POST /repos/{repo}/issues/{pr}/comments`` and
@@ -36,7 +40,9 @@ the ``Link: rel="next"`` header), ``POST /repos/{repo}/issues/{pr}/comments`` an
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import math
 import os
 import re
 import sys
@@ -57,6 +63,10 @@ EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
 
 class ApiError(Exception):
     """A request that failed for good; the message is safe to print (token scrubbed)."""
+
+
+class RetryableError(ApiError):
+    """A 5xx answer or a network error, raised at once where a retry could repeat a write."""
 
 
 class UsageError(Exception):
@@ -96,7 +106,10 @@ class GitHub:
         """``text`` with every occurrence of the token replaced by ``***``."""
         return text.replace(self._token, "***") if self._token else text
 
-    def request(self, method: str, url: str, payload: object | None = None) -> Response:
+    def request(self, method: str, url: str, payload: object | None = None,
+                retry: bool = True) -> Response:
+        """The answer to one API call; 5xx and network errors are retried (with ``retry``;
+        else :class:`RetryableError` at the first), rate limits waited for once."""
         if not url.startswith("http"):
             url = self._s.api_url.rstrip("/") + url
         data = json.dumps(payload).encode() if payload is not None else None
@@ -115,10 +128,15 @@ class GitHub:
                     return Response(resp.status, _lower(resp.headers), _json(resp.read()))
             except urllib.error.HTTPError as err:
                 headers = _lower(err.headers)
-                body = _json(err.read())
+                try:
+                    body = _json(err.read())
+                except (http.client.HTTPException, OSError):
+                    body = None
                 status = err.code
-            except (urllib.error.URLError, OSError) as err:
-                status, headers, body = 0, {}, {"message": str(getattr(err, "reason", err))}
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+                # (a refused connection, a reset, a garbled or cut-short answer: a network error)
+                reason = getattr(err, "reason", None) or f"{type(err).__name__}: {err}"
+                status, headers, body = 0, {}, {"message": str(reason)}
             what = f"{method} {_path(url)}"
             message = self.scrub(_message(body))
             if status in (403, 429) and _is_rate_limit(status, headers, body):
@@ -135,6 +153,9 @@ class GitHub:
                 rate_waited = True
                 continue
             if status == 0 or status >= 500:
+                if not retry:
+                    raise RetryableError(f"{what}: {'HTTP ' + str(status) if status else 'network error'} "
+                                         f"({message})")
                 if attempt < self._s.retries:
                     delay = self._s.backoff_s * (2 ** attempt)
                     attempt += 1
@@ -165,7 +186,9 @@ class GitHub:
     def upsert(self, body: str, marker: str) -> tuple[str, str]:
         """Create the sticky comment or update it; returns (``created``|``updated``|
         ``unchanged``, html_url)."""
-        existing = [c for c in self.comments() if marker in str(c.get("body") or "")]
+        # (the marker starts our comment's first line: a comment that only mentions it, by
+        # anyone, is not ours and is never overwritten)
+        existing = [c for c in self.comments() if str(c.get("body") or "").startswith(marker + "\n")]
         if existing:
             comment = existing[0]
             if comment.get("body") == body:
@@ -173,8 +196,18 @@ class GitHub:
             resp = self.request("PATCH", f"/repos/{self._s.repo}/issues/comments/{comment['id']}",
                                 {"body": body})
             return "updated", str(_field(resp.body, "html_url"))
-        resp = self.request("POST", f"/repos/{self._s.repo}/issues/{self._s.pr}/comments",
-                            {"body": body})
+        try:
+            resp = self.request("POST", f"/repos/{self._s.repo}/issues/{self._s.pr}/comments",
+                                {"body": body}, retry=False)
+        except RetryableError as err:
+            # a POST that failed on the way back may have made the comment: look again rather
+            # than post a second one
+            _log(f"{err}; looking for the comment before posting again")
+            again = [c for c in self.comments() if str(c.get("body") or "").startswith(marker + "\n")]
+            if again:
+                return self.upsert(body, marker)
+            resp = self.request("POST", f"/repos/{self._s.repo}/issues/{self._s.pr}/comments",
+                                {"body": body})
         return "created", str(_field(resp.body, "html_url"))
 
 
@@ -186,7 +219,13 @@ def compose(text: str, marker: str) -> str:
     if len(body) <= MAX_BODY:
         return body
     note = "\n\n_(report truncated to fit a GitHub comment; see the workflow run for all of it)_\n"
-    return head + text[: MAX_BODY - len(head) - len(note)] + note
+    room = MAX_BODY - len(head) - len(note) - 200  # (200: what closing the open parts takes)
+    cut = text[:room]
+    close = ""
+    if cut.count("```") % 2:  # an open code block
+        close += "\n```"
+    close += "\n</details>" * max(0, len(re.findall(r"<details\b", cut)) - cut.count("</details>"))
+    return head + cut + close + note  # (the note outside any fold: always seen)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -203,8 +242,12 @@ def _json(raw: bytes) -> object:
 
 
 def _message(body: object) -> str:
+    """GitHub's message, with the reasons of a validation failure (``errors[].message``)."""
     if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])
+        reasons = [str(e.get("message") or e.get("code") or "") for e in body.get("errors") or []
+                   if isinstance(e, dict)]
+        reasons = [r for r in reasons if r]
+        return str(body["message"]) + (f" ({'; '.join(reasons)})" if reasons else "")
     return "no message"
 
 
@@ -222,6 +265,7 @@ def _hint(status: int) -> str:
         403: (" (the token may not write to pull requests: grant `pull-requests: write`; "
               "pull requests from forks get a read-only token)"),
         404: " (check the repository and pull request number, and the token's access)",
+        422: " (GitHub refused the comment as sent: see the reason above)",
     }.get(status, "")
 
 
@@ -267,6 +311,8 @@ def _pr_number(explicit: str | None) -> int:
         try:
             with open(os.environ["GITHUB_EVENT_PATH"], encoding="utf-8") as fh:
                 event = json.load(fh)
+            if not isinstance(event, dict) or not isinstance(event.get("pull_request") or {}, dict):
+                raise ValueError("not a pull_request event (a JSON object)")
             value = str((event.get("pull_request") or {}).get("number") or event.get("number")
                         or "")
         except (OSError, ValueError) as err:
@@ -274,7 +320,7 @@ def _pr_number(explicit: str | None) -> int:
     if not value:
         raise UsageError("no pull request number: pass --pr, set PR_NUMBER, or run on a "
                          "pull_request event (GITHUB_EVENT_PATH)")
-    if not str(value).isdigit():
+    if not str(value).isdigit() or int(value) == 0:
         raise UsageError(f"pull request number must be a positive integer, got {value!r}")
     return int(value)
 
@@ -287,8 +333,8 @@ def _env_number(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise UsageError(f"{name} must be a number, got {raw!r}") from None
-    if value < 0:
-        raise UsageError(f"{name} must not be negative, got {raw!r}")
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{name} must be a finite number, not negative, got {raw!r}")
     return value
 
 
@@ -305,28 +351,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api-url", help="REST API root (default: $GITHUB_API_URL or "
                                           f"{DEFAULT_API})")
     args = parser.parse_args(argv)
-    token = os.environ.get("GITHUB_TOKEN", "")
+    token = os.environ.get("GITHUB_TOKEN", "").strip()
     try:
         if not token:
             raise UsageError("GITHUB_TOKEN is not set")
+        if not re.fullmatch(r"[\x21-\x7e]+", token):  # (never shown: not even in an error)
+            raise UsageError("GITHUB_TOKEN holds characters no GitHub token has (spaces, line "
+                             "breaks, non-ASCII); check how it is set")
         repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
             raise UsageError(f"repository must be owner/name (--repo or GITHUB_REPOSITORY), "
                              f"got {repo!r}")
         if not (args.marker.startswith("<!--") and args.marker.endswith("-->")):
             raise UsageError("--marker must be an HTML comment, e.g. <!-- allot-impact -->")
+        api_url = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
+        if urllib.parse.urlsplit(api_url).scheme not in ("http", "https") or \
+                not urllib.parse.urlsplit(api_url).netloc:
+            raise UsageError(f"the API root must be an http(s) URL (--api-url or "
+                             f"GITHUB_API_URL), got {api_url!r}")
         settings = Settings(
-            api_url=args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API,
+            api_url=api_url,
             repo=repo, pr=_pr_number(args.pr),
             retries=int(_env_number("ALLOT_POST_RETRIES", 3)),
             backoff_s=_env_number("ALLOT_POST_BACKOFF_S", 2.0),
             max_wait_s=_env_number("ALLOT_POST_MAX_WAIT_S", 60.0))
         try:
             if args.body_file == "-":
-                text = sys.stdin.read()
+                raw = sys.stdin.buffer.read()
             else:
-                with open(args.body_file, encoding="utf-8") as fh:
-                    text = fh.read()
+                with open(args.body_file, "rb") as fh:
+                    raw = fh.read()
+            # (bytes that are not UTF-8, e.g. a report cut inside a character, shown as U+FFFD)
+            text = raw.decode("utf-8", "replace")
         except OSError as err:
             raise UsageError(f"cannot read body file: {err}") from None
     except UsageError as err:

@@ -30,11 +30,9 @@ def bars(replay: ReplayImpact) -> list[tuple[str, float]]:
 
 
 def write_chart(replay: ReplayImpact, path: str | Path, title: str = "") -> Path:
-    import matplotlib
+    from engine.pictures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     data = bars(replay)
     path = Path(path)
     height = 1.2 + 0.32 * max(1, len(data))

@@ -24,16 +24,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import matplotlib
+import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from engine.core.statuses import NO_TEAM, WAIT_CAUSES
+from engine.pictures import pyplot
+from engine.sim.trace import CLASSES
 
-from engine.core.statuses import NO_TEAM, WAIT_CAUSES  # noqa: E402
-from engine.sim.trace import CLASSES  # noqa: E402
+plt = pyplot()
 
 _META = {"Software": None}
 CLASS_WORDS = {"debug": "debug jobs", "small": "small jobs", "large": "large gangs (64+ GPUs)"}

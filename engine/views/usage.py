@@ -166,11 +166,9 @@ def usage_text(rep: dict[str, Any]) -> str:
 
 
 def usage_png(rep: dict[str, Any], path: str) -> str:
-    import matplotlib
+    from engine.pictures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     s = rep["series"]
     hours = (s["start"] + np.arange(s["bins"]) * s["bin_s"] - rep["now"]) / 3600.0
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True,

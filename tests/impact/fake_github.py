@@ -36,6 +36,7 @@ class FakeGitHub:
     forced: list[tuple[int, dict[str, str], dict]] = field(default_factory=list)
     next_id: int = 1000
     link_host: str | None = None  # host written into Link headers (default: this server)
+    lost_replies: int = 0  # POSTs that make their comment but answer 502 (a reply lost on the way)
 
     def add_comment(self, pr: int, body: str, user: str = "someone") -> dict:
         self.next_id += 1
@@ -90,7 +91,11 @@ class FakeGitHub:
                 if m and self.command == "GET":
                     return self._list(int(m.group(1)), split)
                 if m and self.command == "POST":
-                    return self._reply(201, fake.add_comment(int(m.group(1)), body["body"], "bot"))
+                    made = fake.add_comment(int(m.group(1)), body["body"], "bot")
+                    if fake.lost_replies:
+                        fake.lost_replies -= 1
+                        return self._reply(502, {"message": "Bad Gateway"})
+                    return self._reply(201, made)
                 m = re.fullmatch(re.escape(base) + r"/comments/(\d+)", split.path)
                 if m and self.command == "PATCH":
                     for items in fake.comments.values():

@@ -176,3 +176,66 @@ def test_pagination_links_to_another_host_are_not_followed(github, post):
     run = post("x")
     assert run.code == 1 and "pagination link leaves" in run.err
     assert len(github.log) == 1
+
+
+def test_a_comment_that_only_mentions_the_marker_is_never_overwritten(github, post):
+    """Ours starts with the marker on its first line; someone quoting it is left alone."""
+    mention = github.add_comment(7, f"Why does the bot write `{MARKER}` in its comment?", "alice")
+    ours = github.add_comment(7, f"{MARKER}\nold report", "bot")
+    run = post("new report")
+    assert run.code == 0, run.err
+    assert mention["body"].startswith("Why does the bot") and ours["body"].endswith("new report")
+    assert [c.path for c in github.calls("PATCH")] == [f"/repos/acme/budgets/issues/comments/{ours['id']}"]
+
+
+def test_a_post_whose_reply_was_lost_is_not_made_twice(github, post):
+    """The POST made the comment but its answer was a 502: the script looks again and finds
+    it, rather than posting a second one; the next run updates that one."""
+    github.lost_replies = 1
+    run = post("report v1")
+    assert run.code == 0, run.err
+    assert "looking for the comment before posting again" in run.err
+    assert len(github.comments[7]) == 1 and len(github.calls("POST")) == 1
+    assert post("report v2").code == 0
+    [comment] = github.comments[7]
+    assert comment["body"].endswith("report v2")
+
+
+def test_a_body_that_is_not_utf8_is_posted_with_replacement_characters(github, post, tmp_path):
+    body = tmp_path / "cut.md"
+    body.write_bytes("problems: Équipe".encode()[:-5] + b"\xc3")  # (cut inside a character)
+    run = post("x", "--body-file", str(body))
+    assert run.code == 0, run.err
+    assert github.comments[7][0]["body"].endswith("\ufffd")
+
+
+def test_a_validation_failure_gives_githubs_reasons(github, post):
+    github.forced.append((422, {}, {"message": "Validation Failed", "errors": [
+        {"resource": "IssueComment", "field": "body",
+         "message": "body is too long (maximum is 65536 characters)"}]}))
+    run = post("x")
+    assert run.code == 1
+    assert "HTTP 422: Validation Failed (body is too long (maximum is 65536 characters))" in run.err
+
+
+def test_settings_no_github_run_would_have_are_usage_errors(github, post, tmp_path):
+    """Without a traceback, and before any request (so the token goes nowhere)."""
+    event = tmp_path / "event.json"
+    event.write_text("[]")
+    for env in ({"token": TOKEN + "\nX"}, {"token": "tøken"}, {"GITHUB_API_URL": "api.github.example"},
+                {"ALLOT_POST_RETRIES": "inf"}, {"ALLOT_POST_RETRIES": "nan"}, {"PR_NUMBER": "0"},
+                {"PR_NUMBER": "", "GITHUB_EVENT_PATH": str(event)}):
+        run = post("x", **env)
+        assert run.code == 2 and "Traceback" not in run.err, (env, run.err)
+        assert TOKEN not in run.err
+    assert not github.log
+
+
+def test_a_truncated_report_closes_its_folds_before_the_note(github, post):
+    text = "## title\n\n<details><summary>every team</summary>\n\n```\n" + "| t | 1 |\n" * 20000
+    assert post(text).code == 0
+    body = github.comments[7][0]["body"]
+    assert len(body) <= 65536
+    assert body.count("<details") == body.count("</details>") and body.count("```") % 2 == 0
+    assert body.rstrip().endswith("see the workflow run for all of it)_")
+    assert body.index("</details>") < body.index("report truncated")

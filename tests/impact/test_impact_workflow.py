@@ -60,7 +60,8 @@ def test_the_schema_check_rejects_a_broken_workflow():
 
 def test_runs_only_for_pull_requests_touching_budgets_or_policies(workflow):
     assert set(workflow["on"]) == {"pull_request"}
-    assert workflow["on"]["pull_request"]["paths"] == ["budgets/**", "policies/**"]
+    assert workflow["on"]["pull_request"]["paths"] == [
+        "budgets/**", "policies/**", ".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS"]
 
 
 def test_permissions_are_minimal(workflow):
@@ -95,7 +96,9 @@ def test_runs_validate_codeowners_and_impact_on_base_and_head(workflow):
     assert 'allot validate --rev "$HEAD_SHA"' in script
     assert "allot codeowners --check" in script
     assert 'allot impact --repo . --base "$BASE_SHA" --head "$HEAD_SHA" --cadence interval' in script
-    assert job["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    assert job["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"  # (the engine's)
+    # the configuration's base is the merge commit's first parent, whatever the event says
+    assert script.index("BASE_SHA=$(git rev-parse HEAD^1)") < script.index("allot impact")
 
 
 def test_token_reaches_only_the_posting_step_and_no_untrusted_text_is_interpolated(workflow):
@@ -117,7 +120,8 @@ case $cmd in
   validate) echo "budgets/applied.yaml:11:3: shares sum to 101%"; exit ${VALIDATE_RC:-0} ;;
   codeowners) echo "CODEOWNERS is stale"; exit ${CODEOWNERS_RC:-0} ;;
   impact)
-    while [ $# -gt 0 ]; do [ "$1" = "--out" ] && out=$2; shift; done
+    while [ $# -gt 0 ]; do [ "$1" = "--out" ] && out=$2; [ "$1" = "--base" ] && base=$2; shift; done
+    echo "$base" > "$out/base.txt"
     echo "### Allot impact: report" > "$out/impact.md"; exit ${IMPACT_RC:-0} ;;
 esac
 """
@@ -134,7 +138,13 @@ def run_check_step(tmp_path, **rcs: str) -> tuple[str, str]:
     bindir.mkdir(exist_ok=True)
     (bindir / "allot").write_text(FAKE_ALLOT)
     (bindir / "allot").chmod(0o755)
-    (tmp_path / "pr").mkdir(exist_ok=True)
+    # the checkout: a merge commit of the pull request onto the base it was made on
+    pr = tmp_path / "pr"
+    pr.mkdir(exist_ok=True)
+    git = ["git", "-C", str(pr), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(pr)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "base"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "merge"], check=True)
     output = tmp_path / "github_output"
     output.write_text("")
     env = {"PATH": f"{bindir}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path),
@@ -146,7 +156,13 @@ def run_check_step(tmp_path, **rcs: str) -> tuple[str, str]:
 
 
 def test_check_step_composes_the_comment_when_all_pass(tmp_path):
+    import subprocess
+
     comment, output = run_check_step(tmp_path)
+    parent = subprocess.run(["git", "-C", str(tmp_path / "pr"), "rev-parse", "HEAD^1"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    # the impact compares against the merge commit's first parent, not the event's base.sha
+    assert (tmp_path / "allot-impact" / "base.txt").read_text().strip() == parent != "b" * 40
     assert comment.startswith(f"## Allot dry-run for {'a' * 12}")
     assert "| `allot validate` | passed |" in comment and "| `allot impact` | passed |" in comment
     assert "### Allot impact: report" in comment and "<details" not in comment

@@ -176,3 +176,20 @@ def test_check_step_reports_failures_and_still_writes_the_comment(tmp_path):
     assert "budgets/applied.yaml:11:3: shares sum to 101%" in comment
     assert "CODEOWNERS is stale" in comment
     assert output.strip() == "failed=1"
+
+
+def test_a_matplotlibrc_in_the_checkout_does_not_change_the_pictures(tmp_path):
+    """The check step runs inside the pull request's checkout, where matplotlib reads a
+    ``matplotlibrc``: the engine draws with matplotlib's own defaults whatever it says."""
+    import subprocess
+    import sys
+
+    (tmp_path / "matplotlibrc").write_text("savefig.dpi: 1000\nfigure.figsize: 40, 40\n")
+    probe = ("import matplotlib; before = matplotlib.rcParams['savefig.dpi']; "
+             "from engine.pictures import pyplot; plt = pyplot(); "
+             "print(before, plt.rcParams['savefig.dpi'], list(plt.rcParams['figure.figsize']))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                         check=True, env={**__import__("os").environ,
+                                          "PYTHONPATH": str(WORKFLOW.parents[2])}).stdout.split(" ", 2)
+    assert out[0] == "1000.0"  # (the file is read: the probe means something)
+    assert out[1] == "figure" and out[2].strip() == "[6.4, 4.8]"

@@ -345,7 +345,8 @@ class _Sim(Applier):
                          self.nevents, wall, self.decide_s, idle=self.meter.summary(),
                          measure_from=self.measure_from, charged_before=self.charged_before,
                          preempt_log=self.preempt_log, truncated=self.truncated,
-                         waiting=self.causes.gpu_s if self.causes is not None else {})
+                         waiting=self.causes.gpu_s if self.causes is not None else {},
+                         cadence=self.opt.cadence)
 
 
 COLLECT_EVERY = 1000  # passes between the run's own collections of the young generations

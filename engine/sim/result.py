@@ -97,6 +97,7 @@ class SimResult:
     truncated: bool = False  # stopped early by SimOptions.wall_limit_s (horizon = where it got)
     # team -> cause -> GPU-seconds waited (engine.sim.causes; empty unless SimOptions.causes)
     waiting: dict[str, dict[str, float]] = field(default_factory=dict)
+    cadence: str = "watch"  # when its passes ran (SimOptions.cadence): a forecast from it runs so
     _metrics: Any = field(default=None, repr=False)
     _events: list[Event] | None = field(default=None, repr=False, compare=False)
 

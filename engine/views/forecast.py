@@ -12,7 +12,9 @@ public :class:`~engine.sim.schedulers.Scheduler` interface by a wrapper (:class:
 * pending workloads keep their own submit times, owners and contracts (queue order);
 * usage is the ledger's as it stands, decaying as the window slides, plus what the forecast
   charges (exact: ``Ledger.usage`` of the state's ledger at each instant plus the simulator's);
-* unhealthy nodes are failed just after the first pass and stay down.
+* every pass sees the nodes as the state has them: unhealthy and cordoned nodes take no work
+  (unhealthy ones are also failed in the simulator just after the first pass and stay down),
+  and GPUs of other tenants' pods (``NodeState.foreign``) stay in use.
 
 Assumptions (printed with every forecast): no new submissions (work submitted later with a
 better rank would start earlier and may delay this one); each running workload ends at its
@@ -107,6 +109,25 @@ class _Seeded:
         self.starts: dict[str, float] = {}
         self.outcome: dict[str, str] = {}
         self.passes = 0
+        # the state's nodes that are not plain healthy nodes, by simulated name
+        self.marked_nodes = {mapping[n.name]: n for n in state.snapshot.nodes
+                             if not n.healthy or n.cordoned or n.foreign}
+        self._nodes: tuple[tuple, tuple] | None = None  # (simulator's nodes, as the state has them)
+
+    def nodes(self, nodes: tuple) -> tuple:
+        """The simulator's nodes with the state's health, cordons and other tenants' GPUs
+        (module docstring); the tuple kept while the simulator's is the same."""
+        if self._nodes is not None and self._nodes[0] is nodes:
+            return self._nodes[1]
+        out = []
+        for n in nodes:
+            s = self.marked_nodes.get(n.name)
+            if s is not None:
+                n = replace(n, healthy=n.healthy and s.healthy, cordoned=n.cordoned or s.cordoned,
+                            foreign=s.foreign)
+            out.append(n)
+        self._nodes = (nodes, tuple(out))
+        return self._nodes[1]
 
     def usage(self, snap: Snapshot, now: float) -> dict[str, float]:
         base = self.base.usage(now) if self.base is not None else dict(self.state.snapshot.usage)
@@ -133,7 +154,7 @@ class _Seeded:
             self.first = False
             running = tuple(self.seeded.values())
             queue = tuple(w for w in pending if w.id not in self.seeded)
-            d = decide(Snapshot(snap.nodes, running, queue, usage), config, now)
+            d = decide(Snapshot(self.nodes(snap.nodes), running, queue, usage), config, now)
             gone = {a.workload_id for a in d.actions if isinstance(a, Preempt)}
             seeds = [Admit(wid, r.placement, "running when the forecast starts")
                      for wid, r in self.seeded.items() if wid not in gone]
@@ -142,7 +163,7 @@ class _Seeded:
             d = Decision(now, tuple(seeds + rest), d.statuses, d.ranks)
         else:
             running = tuple(self.restore(r) for r in snap.running)
-            d = decide(Snapshot(snap.nodes, running, pending, usage), config, now)
+            d = decide(Snapshot(self.nodes(snap.nodes), running, pending, usage), config, now)
         for a in d.actions:
             if isinstance(a, Preempt):
                 self.fresh.discard(a.workload_id)
@@ -170,15 +191,20 @@ def assumptions(state: ViewState, horizon_s: float) -> list[str]:
             f"runtime ({known})" if known else
             "running workloads without a declared end run until preempted; pending workloads run for "
             "their min runtime (or the policy's default min runtime when it is 0: free work)"),
-           "no node fails or is repaired during the forecast; unhealthy nodes stay out of service",
+           "no node fails or is repaired during the forecast; unhealthy and cordoned nodes stay "
+           "out of service, and GPUs other tenants' pods use stay in use",
            f"scheduling passes every {format_duration(state.config.policy.scheduling_interval_s)} as "
            f"configured; the forecast looks {format_duration(horizon_s)} ahead"]
     return out
 
 
 def forecast(state: ViewState, targets: Iterable[str] | None = None, *,
-             horizon_s: float = DEFAULT_HORIZON_S, options: SimOptions = SimOptions()) -> Forecast:
-    """Forecast the start of ``targets`` (default: every pending workload)."""
+             horizon_s: float = DEFAULT_HORIZON_S, options: SimOptions | None = None) -> Forecast:
+    """Forecast the start of ``targets`` (default: every pending workload). ``options``:
+    the simulator's; by default its cadence is the one the state's run had (``meta``), else
+    the reconciler's (``watch``)."""
+    if options is None:
+        options = SimOptions(cadence=str(state.meta.get("cadence") or "watch"))
     now = state.now
     wanted = set(targets) if targets is not None else {w.id for w in state.snapshot.pending}
     config, mapping = _node_map(state)

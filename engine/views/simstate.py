@@ -205,4 +205,5 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
                f"run of trace {result.trace.name or '(unnamed)'}, {len(result.trace.tasks)} tasks, "
                f"scheduler {result.scheduler})"],
         meta={"trace": result.trace.name, "horizon": result.horizon, "tasks": len(result.trace.tasks),
-              "scheduler": result.scheduler, "expected": "exact runtimes from the trace"})
+              "scheduler": result.scheduler, "expected": "exact runtimes from the trace",
+              "cadence": result.cadence})

@@ -3,8 +3,10 @@ submitted after the state's instant, its forecast is exactly what the simulator 
 
 from __future__ import annotations
 
+import pytest
+
 from engine.loader import load_config
-from engine.sim.engine import simulate
+from engine.sim.engine import SimOptions, simulate
 from engine.sim.prepare import prepare_trace
 from engine.sim.synthetic import synthetic_trace
 from engine.sim.trace import Trace
@@ -14,13 +16,16 @@ from engine.views.state import ViewState
 from tests.core.harness import build_scenario
 
 
-def test_forecast_equals_the_simulation_when_no_work_arrives_later():
+@pytest.mark.parametrize("cadence", ["watch", "interval"])
+def test_forecast_equals_the_simulation_when_no_work_arrives_later(cadence):
+    """From an instant the run made a pass at, with the run's own cadence (the state says
+    which: a forecast of an interval run passes on the grid too)."""
     config = load_config()
     trace = prepare_trace(synthetic_trace(config, days=0.25, tasks=420, demand_ratio_target=2.2, seed=5,
                                           failures_per_node_day=0), config, seed=5)
     at = 3 * 3600.0
     early = Trace.of([t for t in trace.tasks if t.submit < at - 1], (), trace.name, dict(trace.meta))
-    result = simulate(config, early, horizon=at + 12 * 3600)
+    result = simulate(config, early, horizon=at + 12 * 3600, options=SimOptions(cadence=cadence))
     state = state_from_sim(result, at=at)
     assert len(state.snapshot.pending) >= 10, "the test needs a queue"
     fc = forecast(state, horizon_s=12 * 3600 - 1)
@@ -77,3 +82,22 @@ def test_live_queued_work_runs_for_its_min_runtime_or_else_the_default():
     fc = forecast(ViewState("scenario", now, config, snapshot), horizon_s=6 * 3600)
     # (funded work first: a-last follows a-first's 15 min, free a-free a-last's hour)
     assert fc.starts == {"a-first": 0.0, "a-last": 900.0, "a-free": 900.0 + 3600.0}
+
+
+def test_nodes_out_of_service_or_used_by_other_tenants_stay_so_in_the_forecast():
+    """An unhealthy node, a cordoned one and one whose GPUs other tenants use take none of
+    the queue, at the first pass or later: the 8-GPU job starts only when b-run ends on the
+    one node it may use (t=3000), as the state's own decision would have it wait now."""
+    data = {"budgets": {"A": 50, "B": 50}, "usage": {"A": 1000.0}, "now": 600.0,
+            "nodes": [{"name": "c-n0000"}, {"name": "c-n0001", "healthy": False},
+                      {"name": "c-n0002", "cordoned": True}, {"name": "c-n0003", "foreign": 2}],
+            "running": [{"id": "b-run", "budget": "B", "min": "2h", "gpus": 8, "at": {"c-n0000": 8},
+                         "started": 0}],
+            "pending": [{"id": "a-job", "budget": "A", "min": "1h", "gpus": 8, "submitted": 300}]}
+    snapshot, config, now = build_scenario(data)
+    state = ViewState("scenario", now, config, snapshot, expected={"b-run": 3000.0, "a-job": 1800.0},
+                      meta={"expected": "declared"})
+    assert state.decision.statuses["a-job"].state == "pending"
+    fc = forecast(state, ["a-job"], horizon_s=6 * 3600)
+    assert fc.starts["a-job"] == 3000.0
+    assert any("cordoned nodes stay out of service" in a for a in fc.assumptions)

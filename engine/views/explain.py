@@ -234,7 +234,7 @@ def _room(state: ViewState, w, leaf: str | None) -> list[Statement]:
     clusters = [c.cluster] if c.cluster else sorted(free) or []
     nfree = sum(free.get(x, 0) for x in clusters)
     my_rank = d.ranks[leaf].rank if leaf else None
-    now_gpus = later_gpus = never = 0
+    now_gpus = later_gpus = never = own = 0
     release: list[float] = []
     for r in state.snapshot.running:
         on = {state_node_cluster(state, n) for n, _ in r.placement.assignments}
@@ -242,7 +242,9 @@ def _room(state: ViewState, w, leaf: str | None) -> list[Statement]:
             continue
         rl, _ = charged_leaf(r.workload, d.ranks)
         lower = rl is None or (my_rank is not None and d.ranks[rl].rank > my_rank)
-        if leaf is None or not lower:
+        if leaf is not None and rl == leaf:
+            own += r.placement.gpus  # (its own budget's work: neither higher-ranked nor a victim)
+        elif leaf is None or not lower:
             never += r.placement.gpus
         elif now >= r.protected_until:
             now_gpus += r.placement.gpus
@@ -257,10 +259,11 @@ def _room(state: ViewState, w, leaf: str | None) -> list[Statement]:
         text += (f"; {now_gpus} GPUs run lower-ranked or unallocated work past its min runtime "
                  f"(preemptible for it now); {later_gpus} more are protected")
         text += f" (the first become preemptible {when(min(release), now)})" if release else ""
-        text += f"; {never} run higher-ranked work it may not preempt."
+        text += f"; {never} run higher-ranked work it may not preempt"
+        text += f"; {own} run its own budget's work." if own else "."
     return [Statement("room", text, {"needed": c.gpus, "free": nfree, "preemptible_now": now_gpus,
                                      "protected": later_gpus, "next_release": min(release) if release else None,
-                                     "higher_ranked": never})]
+                                     "higher_ranked": never, "own_budget": own})]
 
 
 def state_node_cluster(state: ViewState, node: str) -> str:

@@ -63,7 +63,9 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
     pol = config.policy
     weighted_cap = sum(c.gpus * pol.billing_weight(c.gpu_type) for c in pol.clusters)
     series = usage_series(state)
-    covered = min(pol.lookback_s, now - series["start"]) if state.runs else pol.lookback_s
+    # (from the state's first run, not the first bin's start, which is rounded down before it)
+    first = max(series["start"], min(r.start for r in state.runs)) if state.runs else None
+    covered = min(pol.lookback_s, now - first) if first is not None else pol.lookback_s
     used = state.node_usage
     total = used[tree.root]
     nodes = [x for x in tree.walk() if root in tree.path(x)]
@@ -92,11 +94,13 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
         _run_rate(state, leaves, bin_s)
     rate_all = ledger_charged(state.ledger, every, last_a, now) / bin_s if state.ledger else \
         _run_rate(state, every, bin_s)
-    window_a = now - pol.lookback_s
-    drop = ledger_charged(state.ledger, leaves, window_a, window_a + PROJECT_S)
-    drop_all = ledger_charged(state.ledger, every, window_a, window_a + PROJECT_S)
-    u_next = max(0.0, used[root] - drop + rate * PROJECT_S)
-    t_next = max(0.0, total - drop_all + rate_all * PROJECT_S)
+    # the window at now + P holds what was charged in its part before now and P of the rate;
+    # a window shorter than P holds only the rate's last lookback
+    window_a, ahead = now - pol.lookback_s, min(PROJECT_S, pol.lookback_s)
+    drop = ledger_charged(state.ledger, leaves, window_a, window_a + ahead)
+    drop_all = ledger_charged(state.ledger, every, window_a, window_a + ahead)
+    u_next = max(0.0, used[root] - drop + rate * ahead)
+    t_next = max(0.0, total - drop_all + rate_all * ahead)
     eff = tree.effective_share(root)
     alloc_rate = eff * weighted_cap
     burn = {

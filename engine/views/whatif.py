@@ -90,9 +90,11 @@ def suggestions(state: ViewState, wid: str) -> list[tuple[str, dict[str, Any]]]:
                         {"change": "gpus", "gpus": smaller.gpus, "admitted": True}))
             break
     else:
-        if c.gpus > 1:
-            out.append((f"Fewer GPUs: no shape down to {max(1, c.gpus // 16)} GPU(s) would start now "
-                        f"(tried halving {min(4, len(_smaller_shapes(c)))} times).",
+        tried = _smaller_shapes(c)
+        if c.gpus > 1 and tried:
+            gpp, pods = tried[-1]
+            out.append((f"Fewer GPUs: no shape down to {gpp * pods} GPU(s) would start now "
+                        f"(tried halving {len(tried)} times).",
                         {"change": "gpus", "admitted": False}))
     debug = state.config.policy.debug
     if c.allocated and c.min_runtime_s > debug.max_min_runtime_s:

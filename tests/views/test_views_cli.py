@@ -236,3 +236,27 @@ def test_a_state_file_of_the_wrong_shape_is_a_user_error(capsys, state_file, tmp
     (tmp_path / "bytes.json").write_bytes(b'{"now": "\xff"}')
     assert main(["queue", "--state", str(tmp_path / "bytes.json")]) == 1
     assert "not a view state: not UTF-8 text (byte 0xff)" in capsys.readouterr().err
+
+
+def test_usage_covers_the_state_s_span_and_projects_within_a_short_window(sim_state):
+    """The span covered starts at the state's first run (not a bin start rounded down before
+    it); with a window shorter than the projection, the window ahead holds only the last
+    lookback of the rate, never more than a whole window of the cluster."""
+    from dataclasses import replace
+
+    from engine.views.usage import usage_report
+
+    rep = usage_report(sim_state)
+    first = min(r.start for r in sim_state.runs)
+    assert rep["covered_s"] == min(sim_state.config.policy.lookback_s, sim_state.now - first)
+    from engine.loader import load_config
+    from engine.views.simstate import default_simulation, state_from_sim
+
+    short = 1800.0  # (shorter than the 24 h projection)
+    config = load_config()
+    config = replace(config, policy=replace(config.policy, lookback_s=short))
+    rep = usage_report(state_from_sim(default_simulation(config, days=0.1, tasks=200, seed=3)))
+    burn = rep["burn"]
+    assert burn["window_usage_next_gpu_h"] == pytest.approx(burn["rate_gpu_h_per_h"] * short / 3600)
+    cap = sum(c.gpus * config.policy.billing_weight(c.gpu_type) for c in config.policy.clusters)
+    assert burn["window_usage_next_gpu_h"] <= cap * short / 3600 + 1e-9

@@ -150,3 +150,22 @@ def test_a_level_won_by_a_hair_reads_with_the_digits_that_decide_it():
     assert state.decision.statuses["bgen-1"].state == "pending"
     text = explain(state, "bgen-1").text()
     assert "under root, chem has fair share S/U=1.002 (S=0.100, U=0.100) against 1.000 for bio" in text
+
+
+def test_the_room_statement_counts_its_own_budget_apart_and_shapes_tried_are_named():
+    """A job of budget a waits behind a's own running work on a full node: those GPUs are its
+    budget's, not higher-ranked work; a 6-pod gang tries 3, 1, then halves GPUs per pod: the
+    smallest shape tried is named."""
+    data = {"budgets": {"a": 50, "b": 50}, "nodes": [{"name": f"n{i}"} for i in range(1, 7)],
+            "now": 100, "usage": {"a": 0, "b": 10 ** 7},
+            "running": [{"id": "own", "budget": "a", "min": "8h", "gpus": 8, "at": {"n1": 8}, "started": 0}]
+            + [{"id": f"theirs{i}", "budget": "b", "min": "8h", "gpus": 8, "at": {f"n{i}": 8},
+                "started": 0} for i in range(2, 7)],
+            "pending": [{"id": "gang", "budget": "a", "min": "1h", "gpus": 8, "pods": 6, "submitted": 50}]}
+    snapshot, config, now = build_scenario(data)
+    got = explain(ViewState("scenario", now, config, snapshot), "gang")
+    room = next(s for s in got.statements if s.topic == "room")
+    assert room.numbers["own_budget"] == 8 and room.numbers["higher_ranked"] == 0
+    assert "8 run its own budget's work" in room.text
+    change = next(s for s in got.statements if s.topic == "change" and s.numbers.get("change") == "gpus")
+    assert "no shape down to 2 GPU(s) would start now (tried halving 4 times)" in change.text

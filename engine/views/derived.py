@@ -32,10 +32,10 @@ def tree_rows(state: ViewState) -> list[dict[str, Any]]:
     for r in state.snapshot.running:
         leaf = r.workload.contract.budget if r.workload.contract.allocated else None
         running_gpus[leaf] = running_gpus.get(leaf, 0) + r.placement.gpus
-    pending: dict[str | None, int] = {}
-    for w in state.snapshot.pending:
-        leaf = w.contract.budget if w.contract.allocated else None
-        pending[leaf] = pending.get(leaf, 0) + 1
+    # pending work by the leaves it is charged to or asks for, as queue --team keeps it
+    statuses = state.decision.statuses
+    asks = [{x for x in (statuses[w.id].leaf, w.contract.requested_budget or w.contract.budget)
+             if x is not None} for w in state.snapshot.pending]
     sub = tree.leaves_under()
     rows = []
     for name in tree.walk():
@@ -51,7 +51,7 @@ def tree_rows(state: ViewState) -> list[dict[str, Any]]:
             "rank": lr.rank if lr else None,
             "levels": [[f.node, f.share, f.usage, num(f.fairshare)] for f in lr.levels] if lr else [],
             "running_gpus": sum(running_gpus.get(x, 0) for x in sub[name]),
-            "pending": sum(pending.get(x, 0) for x in sub[name]),
+            "pending": sum(1 for a in asks if not a.isdisjoint(sub[name])),
             "owners": list(node.owners), "principals": [str(p) for p in node.principals],
         })
     return rows
@@ -64,6 +64,11 @@ def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = 
     pass admits or rejects."""
     statuses, causes = state.decision.statuses, state.decision.waiting
     leaves = set(state.config.tree.leaves_under().get(team, ())) if team else None
+    # waiting since it was last queued: submitted, or its last run (preempted) ended
+    queued_at: dict[str, float] = {}
+    for r in state.runs:
+        if r.end is not None and r.end <= state.now:
+            queued_at[r.workload] = max(queued_at.get(r.workload, r.end), r.end)
     rows = []
     for w in state.snapshot.pending:
         st = statuses[w.id]
@@ -75,7 +80,8 @@ def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = 
         rows.append({
             "id": w.id, "position": st.queue_position, "state": st.state, "leaf": st.leaf,
             "requested_budget": c.requested_budget or c.budget, "rank": st.rank, "metric": num(st.metric),
-            "priority": c.priority, "submitted_at": w.submitted_at, "wait_s": state.now - w.submitted_at,
+            "priority": c.priority, "submitted_at": w.submitted_at,
+            "wait_s": state.now - max(w.submitted_at, queued_at.get(w.id, w.submitted_at)),
             "gpus": c.gpus, "shape": shape_text(c), "cluster": c.cluster,
             "min_runtime_s": c.min_runtime_s, "resumable": c.resumable, "owner": w.owner,
             "reason": st.reason, "cause": causes.get(w.id),

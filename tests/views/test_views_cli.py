@@ -260,3 +260,21 @@ def test_usage_covers_the_state_s_span_and_projects_within_a_short_window(sim_st
     assert burn["window_usage_next_gpu_h"] == pytest.approx(burn["rate_gpu_h_per_h"] * short / 3600)
     cap = sum(c.gpus * config.policy.billing_weight(c.gpu_type) for c in config.policy.clusters)
     assert burn["window_usage_next_gpu_h"] <= cap * short / 3600 + 1e-9
+
+
+def test_queue_waits_count_from_when_work_was_last_queued_and_the_tree_counts_what_team_keeps(sim_state):
+    """WAITED: since submission, or since its last run ended (preempted work queued again).
+    The tree's waiting count of a node is the queue that ``--team NODE`` shows."""
+    from engine.views.derived import queue_rows, tree_rows
+
+    rows = {r["id"]: r for r in queue_rows(sim_state)}
+    ended: dict[str, float] = {}
+    for run in sim_state.runs:
+        if run.end is not None and run.end <= sim_state.now:
+            ended[run.workload] = max(ended.get(run.workload, run.end), run.end)
+    requeued = [wid for wid in rows if wid in ended]
+    assert requeued, "the state needs preempted work queued again"
+    for wid in requeued:
+        assert rows[wid]["wait_s"] == sim_state.now - ended[wid] < sim_state.now - rows[wid]["submitted_at"]
+    for node in tree_rows(sim_state):
+        assert node["pending"] == len(queue_rows(sim_state, team=node["name"])), node["name"]

@@ -18,6 +18,7 @@ known to the shell) and ``change`` (what the user can change; :mod:`engine.views
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -313,6 +314,14 @@ def _preemption(state: ViewState, wid: str) -> list[Statement]:
     return out
 
 
+_WHEN = re.compile(r"t=(-?\d+) \((?:now|in [^()]*|[^()]* ago)\)")
+
+
+def _restated(reason: str, now: float) -> str:
+    """A reason written at an earlier pass, its times (``t=1234 (20m ago)``) said from ``now``."""
+    return _WHEN.sub(lambda m: when(float(m.group(1)), now), reason)
+
+
 def _history(state: ViewState, wid: str) -> list[Statement]:
     events = state.history.get(wid, [])
     out = []
@@ -323,7 +332,8 @@ def _history(state: ViewState, wid: str) -> list[Statement]:
     for t, _kind, detail in preempts[-MAX_HISTORY:]:
         if detail.startswith("by ") and ": " in detail:  # the simulator's "by X: <reason>"
             detail = detail.split(": ", 1)[1]
-        out.append(Statement("history", f"Preempted {when(t, state.now)}: {detail}.", {"time": t}))
+        out.append(Statement("history", f"Preempted {when(t, state.now)}: {_restated(detail, state.now)}.",
+                             {"time": t}))
     starts = [e for e in events if e[1] == "start"]
     if starts:
         out.append(Statement("history", f"Started {len(starts)} time(s); last {when(starts[-1][0], state.now)}.",

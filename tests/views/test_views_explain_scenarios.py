@@ -169,3 +169,12 @@ def test_the_room_statement_counts_its_own_budget_apart_and_shapes_tried_are_nam
     assert "8 run its own budget's work" in room.text
     change = next(s for s in got.statements if s.topic == "change" and s.numbers.get("change") == "gpus")
     assert "no shape down to 2 GPU(s) would start now (tried halving 4 times)" in change.text
+
+
+def test_times_in_an_earlier_preemption_s_reason_are_said_from_now():
+    from engine.views.explain import _restated
+
+    reason = ("budget B rank 2/2 ranks below A (rank 1) and its min runtime ended t=4577 "
+              "(3h29m23s ago); estimated progress lost 0.5 GPU-h")
+    assert _restated(reason, 43200.0) == reason.replace("t=4577 (3h29m23s ago)", "t=4577 (10h43m43s ago)")
+    assert _restated("protected until t=50000 (in 1h)", 43200.0) == "protected until t=50000 (in 1h53m20s)"

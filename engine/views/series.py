@@ -92,6 +92,31 @@ def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int
             "leaves": out_leaves}
 
 
+def hourly_entitled(state: ViewState) -> dict[str, float]:
+    """Per leaf, the GPU-hours it was entitled to over the span the state covers (the lookback
+    window, cut to the run's start or the oldest data held), water-filled hour by hour from the
+    span's start as
+    the simulator's report does (:mod:`engine.sim.entitlement`; water-filling is not linear in
+    the bin, so the series' finer bins would give other totals); the last hour may be short."""
+    config, now, tree = state.config, state.now, state.config.tree
+    # (a simulated run starts at 0, as the report's hours do; a live state at its oldest data)
+    oldest = 0.0 if state.source == "sim" else min(
+        [r.start for r in state.runs] + [d.start for d in state.demand] + [now])
+    start = max(now - config.policy.lookback_s, oldest)
+    if now <= start:
+        return {leaf: 0.0 for leaf in tree.leaves()}
+    bins = math.ceil((now - start) / 3600.0 - 1e-9)
+    cap_gpus = sum(c.gpus for c in config.policy.clusters)
+    capacity = np.full(bins, float(cap_gpus))
+    capacity[-1] = cap_gpus * (now - start - (bins - 1) * 3600.0) / 3600.0
+    wanted: dict[str, list] = {leaf: [] for leaf in tree.leaves()}
+    for d in state.demand:
+        if d.leaf in wanted:
+            wanted[d.leaf].append((d.start, now if d.end is None else d.end, d.gpus))
+    demand = {leaf: _integral(wanted[leaf], start, bins, 3600.0) for leaf in wanted}
+    return {leaf: float(v.sum()) for leaf, v in entitlement(tree, capacity, demand).items()}
+
+
 def subtree_series(series: dict[str, Any], leaves: Iterable[str]) -> dict[str, list[float]]:
     """Sum the per-leaf series of ``leaves`` (a subtree) key by key."""
     leaves = list(leaves)

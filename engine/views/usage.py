@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Problem, UserError
-from engine.views.series import subtree_series, usage_series
+from engine.views.series import hourly_entitled, subtree_series, usage_series
 from engine.views.state import ViewState
 from engine.views.tables import table
 
@@ -68,6 +68,7 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
     covered = min(pol.lookback_s, now - first) if first is not None else pol.lookback_s
     used = state.node_usage
     total = used[tree.root]
+    by_hour = hourly_entitled(state)  # (the table's entitlement: hour by hour, as the report's)
     nodes = [x for x in tree.walk() if root in tree.path(x)]
     rows = []
     for name in nodes:
@@ -75,7 +76,8 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
         alloc = eff * weighted_cap * covered
         frac = used[name] / total if total > 0 else 0.0
         sub = subtree_series(series, _leaves_under(state, name))
-        delivered, entitled = sum(sub["delivered"]), sum(sub["entitled"])
+        delivered = sum(sub["delivered"])
+        entitled = sum(by_hour[leaf] for leaf in _leaves_under(state, name))
         rank = state.decision.ranks.get(name)
         rows.append({
             "node": name, "depth": tree.depth(name) - tree.depth(root), "share_pct": tree.nodes[name].share_pct,

@@ -237,3 +237,17 @@ def test_the_key_of_a_kept_state_holds_the_bundled_trace_and_its_mapping(monkeyp
     assert named["mapping"] == after["mapping"]  # (its own file, whose text is the same)
     mapping.write_text("changed: again\n")
     assert runrecord.sources({**rec, "flags": {**flags, "mapping": str(own)}}, str(REPO)) == named
+
+
+def test_usage_of_a_report_s_run_gives_the_report_s_entitlement(capsys, report):
+    """Water-filled hour by hour from the run's start, as the report: the same GPU-hours per
+    team (the view's finer plotting bins would give other totals)."""
+    out, _ = report
+    summary = json.loads((out / "summary.json").read_text())["schedulers"]["budget"]
+    code, text, err = _run(capsys, "usage", "--report", str(out), "--format", "json")
+    assert code == 0, err
+    rows = {r["node"]: r for r in json.loads(text)["rows"]}
+    teams = summary["teams"]
+    assert any(t["entitled_gpu_h"] > 0 for t in teams.values())
+    for leaf, t in teams.items():
+        assert rows[leaf]["entitled_gpu_h"] == pytest.approx(t["entitled_gpu_h"], abs=0.01), leaf

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.core.types import Snapshot
 from engine.loader import load_config
+from engine.model import Config
 from engine.sim.engine import SimOptions, simulate
 from engine.sim.prepare import prepare_trace
 from engine.sim.synthetic import synthetic_trace
@@ -40,8 +42,10 @@ def test_forecast_equals_the_simulation_when_no_work_arrives_later(cadence):
     assert any("no new submissions" in a for a in fc.assumptions)
 
 
-def test_a_job_waiting_for_a_protected_one_starts_when_it_ends():
-    data = {"budgets": {"A": 50, "B": 50}, "nodes": [{"name": "c-n0000"}],
+def _a_job_behind_b_run(nodes: list[dict]) -> tuple[ViewState, Snapshot, Config, float]:
+    """a-job (A, 8 GPUs) waits for b-run (B, protected until 7200, expected to end at 3000) on
+    c-n0000; ``nodes`` are the others."""
+    data = {"budgets": {"A": 50, "B": 50}, "nodes": [{"name": "c-n0000"}, *nodes],
             "usage": {"A": 1000.0}, "now": 600.0,
             "running": [{"id": "b-run", "budget": "B", "min": "2h", "gpus": 8, "at": {"c-n0000": 8},
                          "started": 0}],
@@ -50,6 +54,11 @@ def test_a_job_waiting_for_a_protected_one_starts_when_it_ends():
     state = ViewState("scenario", now, config, snapshot, expected={"b-run": 3000.0, "a-job": 1800.0},
                       meta={"expected": "declared"})
     assert state.decision.statuses["a-job"].state == "pending"
+    return state, snapshot, config, now
+
+
+def test_a_job_waiting_for_a_protected_one_starts_when_it_ends():
+    state, snapshot, config, now = _a_job_behind_b_run([])
     fc = forecast(state, ["a-job"], horizon_s=6 * 3600)
     assert fc.starts["a-job"] == 3000.0  # b-run ends at 3000, a pass on the 60 s grid
     assert fc.outcome["a-job"] == "started"
@@ -88,16 +97,9 @@ def test_nodes_out_of_service_or_used_by_other_tenants_stay_so_in_the_forecast()
     """An unhealthy node, a cordoned one and one whose GPUs other tenants use take none of
     the queue, at the first pass or later: the 8-GPU job starts only when b-run ends on the
     one node it may use (t=3000), as the state's own decision would have it wait now."""
-    data = {"budgets": {"A": 50, "B": 50}, "usage": {"A": 1000.0}, "now": 600.0,
-            "nodes": [{"name": "c-n0000"}, {"name": "c-n0001", "healthy": False},
-                      {"name": "c-n0002", "cordoned": True}, {"name": "c-n0003", "foreign": 2}],
-            "running": [{"id": "b-run", "budget": "B", "min": "2h", "gpus": 8, "at": {"c-n0000": 8},
-                         "started": 0}],
-            "pending": [{"id": "a-job", "budget": "A", "min": "1h", "gpus": 8, "submitted": 300}]}
-    snapshot, config, now = build_scenario(data)
-    state = ViewState("scenario", now, config, snapshot, expected={"b-run": 3000.0, "a-job": 1800.0},
-                      meta={"expected": "declared"})
-    assert state.decision.statuses["a-job"].state == "pending"
+    state, *_ = _a_job_behind_b_run([{"name": "c-n0001", "healthy": False},
+                                     {"name": "c-n0002", "cordoned": True},
+                                     {"name": "c-n0003", "foreign": 2}])
     fc = forecast(state, ["a-job"], horizon_s=6 * 3600)
     assert fc.starts["a-job"] == 3000.0
     assert any("cordoned nodes stay out of service" in a for a in fc.assumptions)

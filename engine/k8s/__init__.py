@@ -10,6 +10,8 @@ Kubernetes):
   retries on 409/5xx, events, leases, configmaps. Everything above works on plain dicts.
 - :mod:`engine.k8s.marks`    the annotations the reconciler writes on Jobs (its durable state:
   a restarted or new leader recovers every running Job's start, protection and placement).
+- :mod:`engine.k8s.jobs`     pure: what Allot reads of one Job (managed?, its workload, when it
+  finished) and GPU quantities as Kubernetes reads them.
 - :mod:`engine.k8s.observe`  pure: cluster objects -> :class:`~engine.core.types.Snapshot`.
 - :mod:`engine.k8s.apply`    a Decision's actions -> patches and Events.
 - :mod:`engine.k8s.ledger_store` the usage ledger in a ConfigMap, charged once per loop.
@@ -18,6 +20,7 @@ Kubernetes):
 - :mod:`engine.k8s.metrics`  Prometheus text exposition, ``/healthz``, ``/readyz``.
 - :mod:`engine.k8s.export`   recent submissions as a trace in the simulator's format.
 - :mod:`engine.k8s.loop`     the watch-driven loop with periodic resync.
+- :mod:`engine.k8s.watches`  the watches on Jobs and Nodes that say when the loop should run.
 
 The command is ``allot reconcile`` (:mod:`engine.commands.reconcile`).
 """

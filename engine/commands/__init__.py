@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Iterable
 
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -120,6 +121,18 @@ def output_dir(flag: str, path: str | Path) -> Path:
         raise UserError([Problem(flag, 0, 0, f"cannot make the directory {str(out)!r}: "
                                  f"{err.strerror or err}", "give a directory you can write")]) from None
     return out
+
+
+def remove_outputs(out: Path, patterns: Iterable[str]) -> None:
+    """Remove the files an earlier run of a command left in its ``--out`` directory ``out``:
+    those matching ``patterns`` (globs relative to ``out``; nothing else), and the directories
+    under ``out`` that this leaves empty, so that the directory holds this run's files only."""
+    gone = sorted({p for pattern in patterns for p in out.glob(pattern) if p.is_file()})
+    for p in gone:
+        p.unlink()
+    for d in sorted({p.parent for p in gone if p.parent != out}, reverse=True):
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
 
 
 def read_json(path: Path, what: str, hint: str):

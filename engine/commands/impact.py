@@ -22,7 +22,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from engine.commands import days_or_all, non_negative, output_dir, runrecord, seed
+from engine.commands import days_or_all, non_negative, output_dir, remove_outputs, runrecord, seed
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
 from engine.impact.diff import diff_configs
@@ -130,17 +130,10 @@ def _load_both(repo: str, base: str, head: str, out: Path | None, fmt: str) -> t
 IMPACT_FILES = ("impact.md", "impact.json", "impact.png", "base/run.json", "head/run.json")
 
 
-def clear_impact(out: Path) -> None:
-    """Remove the files an earlier ``allot impact --out`` left in ``out`` (nothing else)."""
-    for name in IMPACT_FILES:
-        if (out / name).is_file():
-            (out / name).unlink()
-
-
 def run(args: argparse.Namespace) -> int:
     out = output_dir("--out", args.out) if args.out else None
-    if out is not None and out.is_dir():
-        clear_impact(out)
+    if out is not None:
+        remove_outputs(out, IMPACT_FILES)
     base, head = _load_both(args.repo, args.base, args.head, out, args.format)
     base_rev = base.revision or args.base
     head_rev = head.revision or args.head

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from engine import accel
-from engine.commands import days, non_negative, output_dir, runrecord, seed, tasks
+from engine.commands import days, non_negative, output_dir, remove_outputs, runrecord, seed, tasks
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -318,7 +318,7 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     from engine.sim.engine import SimOptions
     from engine.sim.experiment import run_experiment
-    from engine.sim.report import short_teams, text_table, write_report
+    from engine.sim.report import REPORT_FILES, short_teams, text_table, write_report
     from engine.sim.schedulers import NAMES
 
     if args.sweep:
@@ -343,6 +343,7 @@ def run(args: argparse.Namespace) -> int:
     progress.finish()
     summary = exp.summary()
     asks = short_teams(exp.results["budget"], summary["schedulers"]["budget"])  # (report.md's too)
+    remove_outputs(Path(args.out), REPORT_FILES)  # (the directory holds this run's report only)
     paths = write_report(exp, args.out, pictures=not args.no_pictures, parallel=args.jobs > 1,
                          asks=asks)
     paths.append(runrecord.write(args.out, runrecord.record(args, config, trace,

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.commands import output_dir, runrecord
+from engine.commands import output_dir, remove_outputs, runrecord
 from engine.commands.progress import bar
 from engine.commands.simulate import (Progress, build_experiment_inputs, knob_problems, knob_values,
                                       load_with_settings)
@@ -286,21 +286,13 @@ def markdown(doc: dict[str, Any]) -> str:
         *table(team_rows(doc), "team"), ""])
 
 
-def clear(out: Path) -> None:
-    """Remove what an earlier sweep left in ``out`` (``sweep.*`` and each ``point-N/run.json``,
-    with its directory once empty; nothing else), so that it holds this sweep only."""
-    for name in ("sweep.json", "sweep.md", "sweep.png"):
-        if (out / name).is_file():
-            (out / name).unlink()
-    for record in out.glob(f"point-*/{runrecord.FILE}"):
-        record.unlink()
-        if not any(record.parent.iterdir()):
-            record.parent.rmdir()
+# what an --out directory of a sweep holds (removed first: it holds this sweep only)
+SWEEP_FILES = ("sweep.json", "sweep.md", "sweep.png", f"point-*/{runrecord.FILE}")
 
 
 def write(doc: dict[str, Any], out: Path, pictures: bool = True) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    clear(out)
+    remove_outputs(out, SWEEP_FILES)
     paths = [out / "sweep.json", out / "sweep.md"]
     paths[0].write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     paths[1].write_text(markdown(doc))

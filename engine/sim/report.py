@@ -173,15 +173,6 @@ REPORT_FILES = ("summary.json", "report.md", "run.json", "tasks-*.csv", "gantt.p
                 "waits.png", "waiting.png")
 
 
-def clear_report(out: Path) -> list[Path]:
-    """Remove the files an earlier report left in ``out`` (:data:`REPORT_FILES`; nothing
-    else), so that the directory holds this run's report only; the paths removed."""
-    gone = sorted({p for pattern in REPORT_FILES for p in out.glob(pattern) if p.is_file()})
-    for p in gone:
-        p.unlink()
-    return gone
-
-
 def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
                  parallel: bool = False, asks: list[Ask] | None = None) -> list[Path]:
     """``summary.json``, ``report.md``, ``tasks-<scheduler>.csv`` and, with ``pictures``, the
@@ -191,7 +182,6 @@ def write_report(exp: Experiment, outdir: str | Path, pictures: bool = True,
     the budget run, when the caller has them already."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    clear_report(out)
     summary = exp.summary()
     paths = []
     p = out / "summary.json"

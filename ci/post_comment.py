@@ -186,9 +186,7 @@ class GitHub:
     def upsert(self, body: str, marker: str) -> tuple[str, str]:
         """Create the sticky comment or update it; returns (``created``|``updated``|
         ``unchanged``, html_url)."""
-        # (the marker starts our comment's first line: a comment that only mentions it, by
-        # anyone, is not ours and is never overwritten)
-        existing = [c for c in self.comments() if str(c.get("body") or "").startswith(marker + "\n")]
+        existing = self.sticky(marker)
         if existing:
             comment = existing[0]
             if comment.get("body") == body:
@@ -196,19 +194,22 @@ class GitHub:
             resp = self.request("PATCH", f"/repos/{self._s.repo}/issues/comments/{comment['id']}",
                                 {"body": body})
             return "updated", str(_field(resp.body, "html_url"))
+        create = f"/repos/{self._s.repo}/issues/{self._s.pr}/comments"
         try:
-            resp = self.request("POST", f"/repos/{self._s.repo}/issues/{self._s.pr}/comments",
-                                {"body": body}, retry=False)
+            resp = self.request("POST", create, {"body": body}, retry=False)
         except RetryableError as err:
             # a POST that failed on the way back may have made the comment: look again rather
             # than post a second one
             _log(f"{err}; looking for the comment before posting again")
-            again = [c for c in self.comments() if str(c.get("body") or "").startswith(marker + "\n")]
-            if again:
+            if self.sticky(marker):
                 return self.upsert(body, marker)
-            resp = self.request("POST", f"/repos/{self._s.repo}/issues/{self._s.pr}/comments",
-                                {"body": body})
+            resp = self.request("POST", create, {"body": body})
         return "created", str(_field(resp.body, "html_url"))
+
+    def sticky(self, marker: str) -> list[dict]:
+        """The comments that are ours: the marker starts their first line (a comment that only
+        mentions it, by anyone, is not ours and is never overwritten)."""
+        return [c for c in self.comments() if str(c.get("body") or "").startswith(marker + "\n")]
 
 
 def compose(text: str, marker: str) -> str:

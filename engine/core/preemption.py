@@ -142,11 +142,6 @@ def _scan_nodes(total: int, clusters: Sequence[str], pool: Pool,
             chosen, got = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
             if got < need:
                 continue
-            for v in reversed(chosen[:]):  # drop overshoot, most expensive first
-                g = v.per_node[n]
-                if got - g >= need:
-                    chosen.remove(v)
-                    got -= g
             score = (set_cost(chosen), 0, n)
             if best is None or score < best[0]:
                 best = (score, Placement(((n, total),)), chosen)

@@ -11,7 +11,7 @@ same with or without it; only each node's sums are kept across decisions, for th
 victims (:class:`KeptSums`).
 
 Costs compare as in the search: ``((touches allocated work, allocated cost, unallocated
-cost, count), 0, node)`` (:func:`~engine.core.preemption.set_cost`, then the node name). A
+cost, count), 0, node)`` (:func:`~engine.core.victim.set_cost`, then the node name). A
 node with ``free`` GPUs needs ``need = T - free`` more; with ``need <= 0`` its cost is
 ``((0, 0.0, 0.0, 0), 0, node)``. Otherwise the bound looks at *every* victim still on the
 node (the preemptor may only take some of them, so the bound holds whichever it may take).
@@ -308,9 +308,11 @@ SCAN: Final = Scan.SCAN  # (find_victims: no one-node answer yet, the scan in no
 
 def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str],
                  debug_ok: frozenset[str] | None) -> tuple[list[Victim], int]:
-    """Eligible victims on node ``n``, in victim order, until they hold ``need`` GPUs there:
-    ``(chosen, GPUs)``. Eligible: unallocated, or a leaf in ``ok`` (a debug victim only if its
-    leaf is also in ``debug_ok``, when given)."""
+    """Eligible victims on node ``n``, in victim order, until they hold ``need`` GPUs there,
+    then those that turn out unnecessary (overshoot) dropped again, most expensive first:
+    ``(chosen, GPUs they hold there)``, fewer than ``need`` when the node cannot make room.
+    Eligible: unallocated, or a leaf in ``ok`` (a debug victim only if its leaf is also in
+    ``debug_ok``, when given)."""
     chosen: list[Victim] = []
     got = 0
     for v in victims:
@@ -320,6 +322,12 @@ def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str
                                                 or v.leaf in debug_ok)):
             chosen.append(v)
             got += v.per_node[n]
+    if got >= need and len(chosen) > 1:  # (one victim is never overshoot)
+        for v in reversed(chosen[:]):
+            g = v.per_node[n]
+            if got - g >= need:
+                chosen.remove(v)
+                got -= g
     return chosen, got
 
 
@@ -349,12 +357,6 @@ def cheapest_node(total: int, clusters: Sequence[str], pool: Pool, index: Victim
             chosen, got = take_on_node(victims_on(n, ()), n, need, ok, debug_ok)
             if got < need:
                 continue
-            if len(chosen) > 1:  # (one victim is never overshoot)
-                for v in reversed(chosen[:]):  # drop overshoot, most expensive first
-                    g = v.per_node[n]
-                    if got - g >= need:
-                        chosen.remove(v)
-                        got -= g
             score = (set_cost(chosen), 0, n)
             if best is None or score < best[0]:
                 best = (score, chosen)

@@ -59,13 +59,13 @@ def level_fairshare(share: float, usage_fraction: float) -> float:
     return share / usage_fraction
 
 
-def shown_scale(parent_usage: float, total_pct: float) -> float:
+def _shown_scale(parent_usage: float, total_pct: float) -> float:
     """The factor from a sibling's ``share_pct / usage`` to its ``S / U`` (``parent usage /
     sum of the siblings' share_pct``); 0 when the parent used nothing (then every ``U`` is 0)."""
     return parent_usage / total_pct if parent_usage > 0 and total_pct > 0 else 0.0
 
 
-def shown_lf(key: float, scale: float) -> float:
+def _shown_lf(key: float, scale: float) -> float:
     """``S / U`` from ``share_pct / usage`` (``key``): the same order and ties, since all
     siblings are scaled alike (``inf`` stays ``inf``: no usage, or a parent that used nothing)."""
     if key == math.inf or key == 0.0:
@@ -90,15 +90,21 @@ def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
     new = tuple.__new__  # (a LevelFactor without the named tuple's Python-level __new__)
     nodes = tree.nodes
     kids = tree.children(parent)
-    scale = shown_scale(parent_usage, sum(nodes[k].share_pct for k in kids))
+    scale = _shown_scale(parent_usage, sum(nodes[k].share_pct for k in kids))
     for k, s in zip(kids, tree.sibling_shares(parent)):  # S: normalised share
         usage = used[k]
         u = usage / parent_usage if parent_usage > 0 else 0.0
         pct = nodes[k].share_pct
         f = level_fairshare(pct, usage)
-        keyed.append(((-f, -pct, usage, k), new(LevelFactor, (k, s, u, shown_lf(f, scale)))))
+        keyed.append(((-f, -pct, usage, k), new(LevelFactor, (k, s, u, _shown_lf(f, scale)))))
     keyed.sort(key=itemgetter(0))
     return keyed
+
+
+def sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]) -> list[LevelFactor]:
+    """``parent``'s children's :class:`LevelFactor` in Fair Tree order (first served first),
+    from the rolled-up ``used``: what :func:`rank_leaves` walks, for an explanation."""
+    return [f for _, f in _sibling_factors(tree, parent, used)]
 
 
 def rank_leaves(tree: BudgetTree, usage: Mapping[str, float],

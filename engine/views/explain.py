@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.core.explain import shape_text, when
-from engine.core.fairshare import level_fairshare, shown_lf, shown_scale
+from engine.core.fairshare import sibling_factors
 from engine.core.queue import charged_leaf, is_debug
-from engine.core.types import Admit, Preempt
+from engine.core.types import Admit, LevelFactor, Preempt
 from engine.durations import format_duration
 from engine.views.codec import num
 from engine.views.state import ViewState, fmt_num, fmt_pair
@@ -74,18 +74,18 @@ def _split(tree, a: str, b: str) -> tuple[str, str, str]:
     return pa[d - 1], pa[d], pb[d]
 
 
+def _siblings(state: ViewState, node: str) -> list[LevelFactor]:
+    """``node`` and its siblings in Fair Tree order, with their (S, U, S/U) as the core ranks
+    them (:func:`~engine.core.fairshare.sibling_factors`)."""
+    parent = state.config.tree.nodes[node].parent
+    assert parent is not None  # callers pass level nodes and _split's children, never the root
+    return sibling_factors(state.config.tree, parent, state.node_usage)
+
+
 def _lf(state: ViewState, node: str) -> tuple[float, float, float]:
     """(S, U, S/U) of ``node`` among its siblings, as the Fair Tree computes them."""
-    tree, used = state.config.tree, state.node_usage
-    parent = tree.nodes[node].parent
-    assert parent is not None  # callers pass level nodes and _split's children, never the root
-    kids = tree.children(parent)
-    total = sum(tree.nodes[k].share_pct for k in kids)
-    pct = tree.nodes[node].share_pct
-    s = pct / total if total > 0 else 0.0
-    u = used[node] / used[parent] if used[parent] > 0 else 0.0
-    # (as the core shows it: share_pct / usage scaled, so ties stay ties)
-    return s, u, shown_lf(level_fairshare(pct, used[node]), shown_scale(used[parent], total))
+    f = next(f for f in _siblings(state, node) if f.node == node)
+    return f.share, f.usage, f.fairshare
 
 
 def explain(state: ViewState, query: str) -> Explanation:
@@ -122,14 +122,11 @@ def explain(state: ViewState, query: str) -> Explanation:
              "share": r.share, "metric": r.metric}))
         for depth, f in enumerate(r.levels, 1):
             parent = state.config.tree.nodes[f.node].parent
-            assert parent is not None  # a leaf's level factors are of the nodes below the root
-            sibs = state.config.tree.children(parent)
-            order = sorted(sibs, key=lambda k: (-_lf(state, k)[2], -state.config.tree.nodes[k].share_pct,
-                                                state.node_usage[k], k))
+            order = [s.node for s in _siblings(state, f.node)]  # (Fair Tree order)
             out.append(Statement("level", (
-                f"Level {depth}: {f.node} among the {len(sibs)} children of {parent}: share "
+                f"Level {depth}: {f.node} among the {len(order)} children of {parent}: share "
                 f"S={f.share:.3f}, usage U={f.usage:.3f} of {parent}'s usage, fair share "
-                f"S/U={fmt_num(f.fairshare)}; served {order.index(f.node) + 1} of {len(sibs)}."),
+                f"S/U={fmt_num(f.fairshare)}; served {order.index(f.node) + 1} of {len(order)}."),
                 {"level": depth, "node": f.node, "share": f.share, "usage": f.usage,
                  "fairshare": f.fairshare, "order": order.index(f.node) + 1}))
     if running is None and st.state == "pending":

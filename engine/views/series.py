@@ -55,8 +55,7 @@ def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int
     (cut to the oldest data held)."""
     config, now = state.config, state.now
     span = config.policy.lookback_s if span_s is None else span_s
-    oldest = min([r.start for r in state.runs] + [d.start for d in state.demand] + [now])
-    start = max(now - span, oldest)
+    start = max(now - span, _oldest(state))
     bin_s = pick_bin(max(now - start, 1.0), max_bins)
     start = now - math.ceil((now - start) / bin_s) * bin_s if now > start else now - bin_s
     bins = max(1, round((now - start) / bin_s))
@@ -66,16 +65,13 @@ def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int
     leaves = tree.leaves()
     delivered: dict[str, list] = {leaf: [] for leaf in leaves}
     charged: dict[str, list] = {leaf: [] for leaf in leaves}
-    wanted: dict[str, list] = {leaf: [] for leaf in leaves}
     for r in state.runs:
         if r.leaf in delivered:
             end = now if r.end is None else r.end
             delivered[r.leaf].append((r.start, end, r.gpu_count))
             if r.allocated:
                 charged[r.leaf].append((r.start, end, r.gpu_count * r.weight))
-    for d in state.demand:
-        if d.leaf in wanted:
-            wanted[d.leaf].append((d.start, now if d.end is None else d.end, d.gpus))
+    wanted = _wanted(state)
     demand = {leaf: _integral(wanted[leaf], start, bins, bin_s) for leaf in leaves}
     entitled = entitlement(tree, capacity, demand)
     out_leaves = {}
@@ -95,26 +91,35 @@ def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int
 def hourly_entitled(state: ViewState) -> dict[str, float]:
     """Per leaf, the GPU-hours it was entitled to over the span the state covers (the lookback
     window, cut to the run's start or the oldest data held), water-filled hour by hour from the
-    span's start as
-    the simulator's report does (:mod:`engine.sim.entitlement`; water-filling is not linear in
-    the bin, so the series' finer bins would give other totals); the last hour may be short."""
+    span's start as the simulator's report does (:mod:`engine.sim.entitlement`; water-filling
+    is not linear in the bin, so the series' finer bins would give other totals); the last
+    hour may be short."""
     config, now, tree = state.config, state.now, state.config.tree
     # (a simulated run starts at 0, as the report's hours do; a live state at its oldest data)
-    oldest = 0.0 if state.source == "sim" else min(
-        [r.start for r in state.runs] + [d.start for d in state.demand] + [now])
-    start = max(now - config.policy.lookback_s, oldest)
+    start = max(now - config.policy.lookback_s, 0.0 if state.source == "sim" else _oldest(state))
     if now <= start:
         return {leaf: 0.0 for leaf in tree.leaves()}
     bins = math.ceil((now - start) / 3600.0 - 1e-9)
     cap_gpus = sum(c.gpus for c in config.policy.clusters)
     capacity = np.full(bins, float(cap_gpus))
     capacity[-1] = cap_gpus * (now - start - (bins - 1) * 3600.0) / 3600.0
-    wanted: dict[str, list] = {leaf: [] for leaf in tree.leaves()}
-    for d in state.demand:
-        if d.leaf in wanted:
-            wanted[d.leaf].append((d.start, now if d.end is None else d.end, d.gpus))
+    wanted = _wanted(state)
     demand = {leaf: _integral(wanted[leaf], start, bins, 3600.0) for leaf in wanted}
     return {leaf: float(v.sum()) for leaf, v in entitlement(tree, capacity, demand).items()}
+
+
+def _oldest(state: ViewState) -> float:
+    """The start of the oldest run or demand the state holds (its instant when none)."""
+    return min([r.start for r in state.runs] + [d.start for d in state.demand] + [state.now])
+
+
+def _wanted(state: ViewState) -> dict[str, list[tuple[float, float, float]]]:
+    """Per leaf, its demand as (start, end, GPUs) intervals (open ones end now)."""
+    wanted: dict[str, list] = {leaf: [] for leaf in state.config.tree.leaves()}
+    for d in state.demand:
+        if d.leaf in wanted:
+            wanted[d.leaf].append((d.start, state.now if d.end is None else d.end, d.gpus))
+    return wanted
 
 
 def subtree_series(series: dict[str, Any], leaves: Iterable[str]) -> dict[str, list[float]]:

@@ -34,8 +34,7 @@ def tree_rows(state: ViewState) -> list[dict[str, Any]]:
         running_gpus[leaf] = running_gpus.get(leaf, 0) + r.placement.gpus
     # pending work by the leaves it is charged to or asks for, as queue --team keeps it
     statuses = state.decision.statuses
-    asks = [{x for x in (statuses[w.id].leaf, w.contract.requested_budget or w.contract.budget)
-             if x is not None} for w in state.snapshot.pending]
+    asks = [_team_leaves(statuses[w.id].leaf, w.contract) for w in state.snapshot.pending]
     sub = tree.leaves_under()
     rows = []
     for name in tree.walk():
@@ -57,6 +56,12 @@ def tree_rows(state: ViewState) -> list[dict[str, Any]]:
     return rows
 
 
+def _team_leaves(leaf: str | None, c) -> set[str]:
+    """The leaves a pending workload counts for in a budget subtree: the one it is charged to
+    (``leaf``) and the one its contract's label asks for (it may run unallocated)."""
+    return {x for x in (leaf, c.requested_budget) if x is not None}
+
+
 def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = None) -> list[dict[str, Any]]:
     """Pending workloads in queue order (rejected ones last), filtered by cluster and subtree;
     ``cause``: why one still waits after the pass, in one word (``Decision.waiting``: no-room,
@@ -75,7 +80,7 @@ def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = 
         c = w.contract
         if cluster and c.cluster not in (None, cluster):
             continue
-        if leaves is not None and st.leaf not in leaves and c.requested_budget not in leaves:
+        if leaves is not None and leaves.isdisjoint(_team_leaves(st.leaf, c)):
             continue
         rows.append({
             "id": w.id, "position": st.queue_position, "state": st.state, "leaf": st.leaf,

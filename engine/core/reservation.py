@@ -10,9 +10,9 @@ up to ``policy.reservations`` per decision, each on nodes no earlier reservation
   anti-ping-pong rule) becomes available to it at ``max(now, protected_until)``; higher-ranked
   work never (its end is unknown). Adding these GPUs in time order to the free ones, ``T`` is
   the first moment the gang has a valid placement (on one node, or a multi-pod gang inside
-  one topology group; one node on a tie), and the reserved nodes are that placement's nodes. No finite ``T`` -> a drain
-  hold instead (below); when no schedulable node or group could hold the shape even empty,
-  neither, and the next allocated workload that cannot start tries.
+  one topology group; one node on a tie), and the reserved nodes are that placement's nodes.
+  No finite ``T`` -> a drain hold instead (below); when no schedulable node or group could
+  hold the shape even empty, neither, and the next allocated workload that cannot start tries.
 * Backfill: work behind the holder may still start anywhere else, and on the reserved nodes
   only if it will be preemptible by the holder at ``T``: unallocated work, or allocated work
   whose min runtime ends by ``T`` (``now + min_runtime <= T``) and which the holder could

@@ -227,3 +227,14 @@ class Env:
 
     def state(self, ns: str, name: str) -> str:
         return ann(self.job(ns, name)).get(marks.STATE, "")
+
+    def charged(self, seconds: float) -> Reconciler:
+        """A reconciler that ran one 4-GPU Job of team-a (``team-a/a``) on one node for
+        ``seconds``: a pass, the time, a pass (its ledger ConfigMap holds the charge)."""
+        self.nodes(1)
+        self.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=4))
+        r = self.reconciler()
+        r.run_pass()
+        self.advance(seconds)
+        r.run_pass()
+        return r

@@ -61,20 +61,9 @@ def test_the_ledger_refuses_what_is_not_finite():
     assert Ledger.from_dict(d).usage(10.0) == good.usage(10.0)
 
 
-def _charged_for_ten_minutes(env):
-    """A reconciler whose ledger ConfigMap holds 10 minutes of one 4-GPU Job of team-a."""
-    env.nodes(1)
-    env.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=4))
-    r = env.reconciler()
-    r.run_pass()
-    env.advance(600)
-    r.run_pass()
-    return r
-
-
 @pytest.mark.parametrize("change", [{"origin": "abc"}, {"base": [math.nan, 0.0]}])
 def test_a_ledger_configmap_edited_into_nonsense_starts_afresh(env, change):
-    _charged_for_ten_minutes(env)
+    env.charged(600)
     cm = env.emu.get("configmaps", POLICY_NS, "allot-ledger")
     d = {**json.loads(gzip.decompress(base64.b64decode(cm["binaryData"]["ledger.json.gz"]))), **change}
     cm["binaryData"]["ledger.json.gz"] = base64.b64encode(gzip.compress(json.dumps(d).encode())).decode()
@@ -183,7 +172,7 @@ def test_a_start_edited_into_the_future_is_charged_and_unprotected(env):
 
 
 def test_a_ledger_configmap_deleted_by_hand_is_written_again(env):
-    r = _charged_for_ten_minutes(env)
+    r = env.charged(600)
     env.emu.delete("configmaps", POLICY_NS, "allot-ledger")
     env.advance(600)
     r.run_pass()

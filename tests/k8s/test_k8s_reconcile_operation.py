@@ -204,12 +204,7 @@ def test_charge_rule_is_exact_and_idempotent_per_instant():
 
 
 def test_ledger_survives_in_the_configmap(env):
-    env.nodes(1)
-    env.submit(job("team-a", "a", budget="team-a", min_runtime="10m", gpus=4))
-    r = env.reconciler()
-    r.run_pass()
-    env.advance(900)
-    r.run_pass()
+    r = env.charged(900)
     cm = env.emu.get("configmaps", POLICY_NS, "allot-ledger")
     assert cm["data"]["charged-until"] == marks.format_time(T0 + 900)
     assert cm["data"]["config"] == r.policy.commit

@@ -171,8 +171,8 @@ def parse(file: str, raw: bytes) -> tuple[Document | None, list[Problem]]:
 
 def _too_deep(file: str, line: int, column: int) -> Problem:
     return Problem(file, line, column, f"the document nests more than {MAX_DEPTH} levels deep",
-                   f"flatten it: no file of budgets or policies needs more (a deep budget tree "
-                   f"goes into several files, each a subtree)", "yaml")
+                   "flatten it: no file of budgets or policies needs more (a deep budget tree "
+                   "goes into several files, each a subtree)", "yaml")
 
 
 def _expansion_problem(file: str, text: str) -> Problem | None:

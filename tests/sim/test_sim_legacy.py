@@ -2,7 +2,8 @@
 
 The rule (``engine.sim.baselines.legacy``): HIGH (funded) then LOW work, oldest first, one
 greedy pass; a HIGH task within its team's cap runs non-preemptible and may preempt
-preemptible work (youngest first) to start; anything else runs preemptible on idle GPUs.
+preemptible work (youngest first, only what its placement needs) to start; anything else runs
+preemptible on idle GPUs.
 ``reference`` below is that rule written as a plain loop (a placement attempt per waiting
 task). The shipped scan groups the queue and skips groups that cannot start; on every pass of
 a busy run with gangs, caps and preemptions, both must return the same actions.
@@ -18,7 +19,8 @@ from engine.sim.baselines import legacy
 from engine.sim.baselines.placement import FreeMap, drain_actions
 from engine.sim.engine import simulate
 from engine.sim.schedulers import get_scheduler
-from engine.sim.prepare import prepare_trace
+from engine.sim.prepare import derive_tree, prepare_trace
+from engine.sim.trace import Task, Trace
 from engine.sim.synthetic import synthetic_trace
 from engine.loader import load_config
 from engine.sim.clusters import with_clusters
@@ -55,6 +57,13 @@ def reference(snapshot, config, now):
                         break
             if placement is None:
                 continue
+            for r in list(reversed(chosen)):  # spare what the placement does not need
+                trial = free.copy()
+                for x in chosen:
+                    if x is not r:
+                        trial.release(x)
+                if all(trial.free.get(n, 0) >= g for n, g in placement.assignments):
+                    chosen.remove(r)
             for r in chosen:
                 victims.remove(r)
                 free.release(r)
@@ -90,3 +99,26 @@ def test_the_fast_scan_equals_the_plain_rule_on_every_pass():
 
     simulate(config, trace, replace(get_scheduler("legacy"), decide=both))
     assert passes["n"] > 500 and passes["acting"] > 100 and passes["preempting"] > 5, passes
+
+
+def test_a_start_within_the_cap_preempts_only_the_runs_its_placement_needs():
+    # two 8-GPU nodes, teams x and y at 50% (caps of 8 GPUs): x1 (7 GPUs, within x's cap)
+    # and the LOW task z3 (1 GPU) fill n0; x2 (8 GPUs, over x's cap) runs preemptible on n1.
+    # y1 (8 GPUs, within y's cap) needs a whole node: only x2's, on n1. z3, the youngest run,
+    # is released first by the scan but is on n0, which y1 does not use: it keeps running.
+    def task(i, submit, gpus, owner, min_runtime=3600.0):
+        return Task(id=i, submit=submit, pods=1, gpus_per_pod=gpus, runtime=36000.0, owner=owner,
+                    min_runtime=min_runtime, resumable=False)
+
+    funded = [task("x1", 0, 7, "x"), task("x2", 1, 8, "x"), task("y1", 3, 8, "y")]
+    config = replace(with_clusters(load_config(ROOT), "h100:2"),
+                     tree=derive_tree(Trace.of(funded), "equal"))
+    trace = prepare_trace(Trace.of([*funded, task("z3", 2, 1, "z", 0.0)], name="t",
+                                   meta={"horizon": 100000}),
+                          config, mapping={"x": "x", "y": "y", "z": None})
+    result = simulate(config, trace, "legacy")
+    at_y1 = [(e.kind, e.subject) for e in result.events if e.time == 3]
+    assert at_y1 == [("submit", "y1"), ("preempt", "x2"), ("start", "y1")]
+    # (z3 goes later, when x1 ends and x2, now within x's cap, needs all of n0)
+    assert [(e.time, e.detail.split(":")[0]) for e in result.events
+            if e.kind == "preempt" and e.subject == "z3"] == [(36000.0, "by x2")]

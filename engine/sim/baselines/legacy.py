@@ -7,7 +7,9 @@ Rules (one pass, every call, pure):
   task that cannot start does not block later ones.
 * Each team (budget leaf) may run at most ``cap = floor(effective share x healthy GPUs)``
   *non-preemptible* GPUs. A HIGH task that fits under its cap runs non-preemptible, to
-  completion; to start it may preempt preemptible work (youngest first).
+  completion; to start it may preempt preemptible work: runs are released youngest first
+  until it can be placed, and of those only the runs on its placement's nodes that it needs
+  are preempted (:func:`needed`: the oldest released are spared first).
 * A task over its cap (and all LOW work) runs *preemptible*, only on idle GPUs, and any
   non-preemptible start may preempt it (everyone opts in rather than wait; this is how the
   lab's old scheduler reached 98% occupancy). A preempted resumable task resumes; any other
@@ -24,8 +26,9 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from typing import Mapping
 
-from engine.core.types import Admit, Decision, Preempt, Snapshot, Workload
+from engine.core.types import Admit, Decision, Placement, Preempt, Running, Snapshot, Workload
 from engine.model import Config
 from engine.sim.baselines.placement import FreeMap, drain_actions, layout_of
 
@@ -144,6 +147,7 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
                 novictims.add(shape)  # free + preemptible GPUs never grow back this pass
                 continue
             if chosen:
+                chosen = needed(chosen, placement, free.free)
                 nofit.clear()  # released GPUs the placement leaves over are free for others
                 for k in parked:  # its tasks up to here were skipped: resume after ``pos``
                     jj = bisect.bisect_right(position[k], pos)
@@ -169,6 +173,27 @@ def legacy_decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
             kind = "LOW" if not c.allocated else f"HIGH over the {team} cap"
             actions.append(Admit(w.id, placement, f"preemptible: {kind} on idle GPUs"))
     return Decision(now, tuple(actions), {}, {})
+
+
+def needed(released: list[Running], placement: Placement, free: Mapping[str, int]) -> list[Running]:
+    """Of the runs ``released`` (in release order) to make room for ``placement``, those it
+    needs: runs with GPUs on its nodes, less any that the nodes can spare (``free``: GPUs free
+    before the release), tried oldest released first, so the youngest are the ones taken."""
+    want = dict(placement.assignments)
+    mine = [r for r in released if any(n in want for n, _ in r.placement.assignments)]
+    room = {n: free.get(n, 0) for n in want}
+    for r in mine:
+        for n, g in r.placement.assignments:
+            if n in room:
+                room[n] += g
+    spared: set[str] = set()
+    for r in reversed(mine):
+        on = [(n, g) for n, g in r.placement.assignments if n in want]
+        if all(room[n] - g >= want[n] for n, g in on):
+            for n, g in on:
+                room[n] -= g
+            spared.add(r.workload.id)
+    return [r for r in mine if r.workload.id not in spared]
 
 
 def legacy_protection(workload: Workload, admit: Admit, now: float) -> float:

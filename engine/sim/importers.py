@@ -168,6 +168,7 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
         raise UserError([Problem(str(path), 0, 0, f"column mapping lacks {', '.join(missing)}",
                                  "e.g. --columns submit=ts,runtime=duration,gpus=num_gpus,owner=vc")])
     recs: list[tuple[dict[str, Any], int]] = []
+    ids: dict[str, int] = {}  # task id -> the line it is first on
     with _open_text(path) as fh:
         reader = csv.DictReader(fh)
         absent = [c for c in columns.values() if c not in (reader.fieldnames or [])]
@@ -189,6 +190,8 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
             if "gpus" in rec:
                 raw = rec.pop("gpus")
                 gpus = _whole(raw)
+                if gpus == 0:
+                    continue  # a job without GPUs: not GPU work (as Philly's and Helios's)
                 if gpus is None:
                     mine.append(Problem(str(path), line, 0, f"gpus must be a whole number >= 0, got {raw!r}",
                                         f"column {columns['gpus']!r}"))
@@ -198,6 +201,10 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
                 rec.setdefault("gpus_per_pod", gpp)
             rec.setdefault("id", f"{path.name.split('.')[0]}-{line:06d}")
             mine += [Problem(str(path), line, 0, msg) for msg in task_from_record(rec)[1]]
+            first = ids.setdefault(str(rec["id"]), line)
+            if first != line:
+                mine.append(Problem(str(path), line, 0, f"duplicate task id {rec['id']!r} (first on line "
+                                    f"{first})", f"column {columns.get('id', 'id')!r}: ids must be unique"))
             if mine:
                 problems += mine
                 continue
@@ -208,7 +215,7 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
         rec["submit"] -= t0
         task, why = task_from_record(rec)
         problems.extend(Problem(str(path), line, 0, msg) for msg in why)
-        if task and task.gpus > 0:
+        if task:
             tasks.append(task)
     if problems:
         raise UserError(first_problems(problems, str(path)))

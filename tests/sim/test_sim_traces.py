@@ -133,6 +133,20 @@ def test_generic_csv_with_a_column_mapping(tmp_path):
         (0.0, 1, 1, "blue"), (10.0, 2, 8, "red")]
 
 
+def test_a_generic_csv_drops_rows_without_gpus_and_refuses_a_duplicate_id(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("when,secs,n,team,jid\n0,60,8,red,j1\n5,60,0,red,j2\n10,60,1,blue,j1\n"
+                    "20,60,2,blue,j3\n")
+    columns = {"submit": "when", "runtime": "secs", "gpus": "n", "owner": "team", "id": "jid"}
+    with pytest.raises(UserError) as err:  # (the simulator would start j1 twice)
+        load_trace(path, fmt="generic", columns=columns)
+    assert [str(p) for p in err.value.problems] == [
+        f"{path}:4:0: duplicate task id 'j1' (first on line 2); column 'jid': ids must be unique"]
+    path.write_text("when,secs,n,team,jid\n0,60,8,red,j1\n5,60,0,red,j2\n20,60,2,blue,j3\n")
+    trace = load_trace(path, fmt="generic", columns=columns)  # j2 asks for no GPU: not GPU work
+    assert [(t.id, t.gpus) for t in trace.tasks] == [("j1", 8), ("j3", 2)]
+
+
 def test_contract_rules():
     cfg = tiny_config()
     rules = ContractRules(resumable_share=0.0, unfunded_share=0.0)

@@ -236,7 +236,7 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     from engine.loader import load_config
     from engine.sim.importers import BUNDLED, load_trace
     from engine.sim.clusters import unknown_places, with_clusters
-    from engine.sim.prepare import cut, derive_tree, leaf_name, prepare_trace
+    from engine.sim.prepare import cut, derive_tree, leaf_names, prepare_trace
     from engine.sim.synthetic import synthetic_trace
 
     _check_trace_flags(args)
@@ -273,7 +273,7 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     if args.tree != "repo":
         tree = derive_tree(trace, args.tree)
         config = replace(config, tree=tree, origin=f"{config.origin} (tree derived: {args.tree})")
-        mapping = {o: leaf_name(o) for o in trace.owners()}
+        mapping = leaf_names(trace.owners())
     elif mapping is None and bundled:
         mapping = str(BUNDLED[args.trace][1].parent / "mapping.yaml")
     problems = unknown_places(trace, config)

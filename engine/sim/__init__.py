@@ -32,7 +32,7 @@ Preparing a trace for a config (``engine.sim.prepare``)::
     ContractRules(debug_max_runtime_s=900, resumable_share=0.5, unfunded_share=0.1,
                   large_gpus=64, long_resumable=True)
     load_mapping(path) -> dict[owner, leaf|None];  derive_mapping(trace, tree) -> dict
-    derive_tree(trace, shares="equal"|"demand") -> BudgetTree      # one leaf per owner (leaf_name)
+    derive_tree(trace, shares="equal"|"demand") -> BudgetTree      # one leaf per owner (leaf_names)
     compression_for_ratio(trace, capacity_gpus, ratio) -> float;  demand_ratio(trace, gpus)
     with_clusters(config, "h100:40,b200") -> Config                # restrict / resize clusters
     cut(trace, start, end, warmup=0.0) -> Trace                    # window [start, end) of the

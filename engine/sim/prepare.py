@@ -43,7 +43,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Collection, Mapping
+from typing import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
@@ -185,10 +185,29 @@ def leaf_name(owner: str) -> str:
     return name if name[0].isalpha() else f"t-{name}"
 
 
+ROOT_NAME = "trace"  # the root of a derived tree
+
+
+def leaf_names(owners: Iterable[str]) -> dict[str, str]:
+    """Owner -> a distinct leaf name (:func:`leaf_name`): owners whose names clash ("Team A",
+    "team-a"), or clash with the root's, get ``-2``, ``-3``... in sorted owner order."""
+    taken = {ROOT_NAME}
+    out: dict[str, str] = {}
+    for owner in sorted(set(owners)):
+        base = name = leaf_name(owner)
+        k = 1
+        while name in taken:
+            k += 1
+            name = f"{base}-{k}"
+        taken.add(name)
+        out[owner] = name
+    return out
+
+
 def derive_tree(trace: Trace, shares: str = "equal") -> BudgetTree:
-    """A one-level tree with a leaf per owner (named by :func:`leaf_name`): ``equal`` shares
+    """A one-level tree with a leaf per owner (named by :func:`leaf_names`): ``equal`` shares
     or ``demand`` (proportional to submitted GPU-seconds). Map owners with
-    ``{o: leaf_name(o)}``."""
+    ``leaf_names(trace.owners())``."""
     demand = owner_demand(trace)
     owners = sorted(demand)
     if not owners:
@@ -201,8 +220,9 @@ def derive_tree(trace: Trace, shares: str = "equal") -> BudgetTree:
     else:
         raise ValueError(f"shares must be 'equal' or 'demand', got {shares!r}")
     pct[-1] = 100.0 - sum(pct[:-1])
-    nodes = [BudgetNode("trace", None, 100.0, description=f"derived from trace {trace.name}")]
-    nodes += [BudgetNode(leaf_name(o), "trace", max(0.0, p), description=f"trace owner {o}")
+    names = leaf_names(owners)
+    nodes = [BudgetNode(ROOT_NAME, None, 100.0, description=f"derived from trace {trace.name}")]
+    nodes += [BudgetNode(names[o], ROOT_NAME, max(0.0, p), description=f"trace owner {o}")
               for o, p in zip(owners, pct)]
     return BudgetTree.build(nodes)
 

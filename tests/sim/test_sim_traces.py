@@ -5,6 +5,7 @@ follow their documented rules."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -14,7 +15,7 @@ import pytest
 from engine.errors import UserError
 from engine.sim.importers import gang_shape, load_trace
 from engine.sim.prepare import (ContractRules, assign_contract, compress, compression_for_ratio,
-                                demand_ratio, derive_mapping, derive_tree, load_mapping,
+                                demand_ratio, derive_mapping, derive_tree, leaf_names, load_mapping,
                                 prepare_trace)
 from engine.sim.clusters import with_clusters
 from engine.sim.trace import NodeFailure, Task, Trace, read_trace_file, save_trace
@@ -195,6 +196,17 @@ def test_derived_trees():
     assert equal.leaves() == ("big-team", "t-42")
     assert equal.effective_share("big-team") == pytest.approx(0.5)
     assert derive_tree(trace, "demand").effective_share("big-team") == pytest.approx(0.75)
+
+
+def test_owners_whose_names_clash_get_distinct_leaves():
+    # "Team A" and "team-a" both read team-a; an owner named like the derived root, too
+    trace = Trace.of([Task(str(i), 0, 1, 1, 100.0, o) for i, o in enumerate(["Team A", "team-a", "trace"])])
+    names = leaf_names(trace.owners())
+    assert names == {"Team A": "team-a", "team-a": "team-a-2", "trace": "trace-2"}
+    tree = derive_tree(trace, "equal")
+    assert sorted(tree.leaves()) == sorted(names.values())
+    prepared = prepare_trace(trace, replace(tiny_config(), tree=tree), mapping=names)
+    assert sorted(t.leaf for t in prepared.tasks) == ["team-a", "team-a-2", "trace-2"]
 
 
 def test_compression_reaches_the_demand_ratio():

@@ -34,18 +34,22 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from engine.commands import read_json
 from engine.errors import Problem, UserError
 from engine.model import Config
+
+if TYPE_CHECKING:
+    from engine.sim.options import SimOptions
 
 FILE = "run.json"
 KIND = "allot-run"
 VERSION = 1
 # the flags of ``allot simulate`` that decide what its budget run is (the rest: output only)
 SHAPING = ("trace", "trace_format", "columns", "mapping", "tree", "root", "rev", "set", "window",
-           "days", "warmup", "demand_ratio", "cluster", "tasks", "seed", "cadence")
+           "days", "warmup", "demand_ratio", "cluster", "tasks", "seed", "cadence", "checkpoint_loss",
+           "restart_overhead")
 # what an ``allot impact`` replay is, beside its repository and revisions (ReplaySpec's fields)
 REPLAY = ("trace", "days", "start_day", "mapping", "demand_ratio", "seed", "cadence")
 SIDES = ("base", "head")
@@ -153,7 +157,7 @@ def replay(directory: str | Path, at: float | None,
     (:class:`UserError`) when ``at`` is past the run's end or when the inputs are no longer
     the recorded ones. ``scheduler``: the budget scheduler, or one wrapping it (to record its
     decisions)."""
-    from engine.sim.engine import SimOptions, simulate
+    from engine.sim.engine import simulate
 
     rec = read(directory) if rec is None else rec
     path = str(Path(directory) / FILE)
@@ -176,7 +180,7 @@ def replay(directory: str | Path, at: float | None,
                                  "give where it is now with --config DIR"
                                  + (" (a clone holding both commits)" if key == "repo" else ""))])
     try:
-        config, trace, seed, cadence, where = (_simulate_inputs if rec["command"] == "simulate"
+        config, trace, seed, options, where = (_simulate_inputs if rec["command"] == "simulate"
                                                else _impact_inputs)(rec)
     except (TypeError, ValueError, KeyError, AttributeError) as err:  # (a record edited by hand)
         raise UserError([Problem(path, 0, 0, f"the run record's flags are not as allot wrote them ({err})",
@@ -191,7 +195,7 @@ def replay(directory: str | Path, at: float | None,
         raise UserError([Problem(path, 0, 0, f"{where[k]} changed since this report was simulated{other}, "
                                  f"so its run cannot be shown", f"run allot {rec['command']} again")
                          for k in changed])
-    return simulate(config, trace, scheduler, seed=seed, horizon=at, options=SimOptions(cadence=cadence))
+    return simulate(config, trace, scheduler, seed=seed, horizon=at, options=options)
 
 
 def sources(rec: dict[str, Any], root: str | None = None) -> dict[str, Any]:
@@ -241,11 +245,11 @@ def _input_files(rec: dict[str, Any]) -> dict[str, Path]:
     return {name: path for name, path in found.items() if path.is_file()}
 
 
-def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:
-    """(config, prepared trace, seed, cadence, what each fingerprint stands for) of an
-    ``allot simulate`` record, built as that command built them."""
+def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, SimOptions, dict[str, str]]:
+    """(config, prepared trace, seed, simulator options, what each fingerprint stands for) of
+    an ``allot simulate`` record, built as that command built them."""
     from engine.cli import build_parser
-    from engine.commands.simulate import build_experiment_inputs
+    from engine.commands.simulate import build_experiment_inputs, sim_options
 
     args = build_parser().parse_args(["simulate"])
     for k, v in rec["flags"].items():
@@ -253,14 +257,15 @@ def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[s
     config, trace = build_experiment_inputs(args)
     where = {"config": f"the budgets and policies at {args.root}" + (f" (revision {args.rev})" if args.rev else ""),
              "trace": f"the trace {args.trace}"}
-    return config, trace, args.seed, args.cadence, where
+    return config, trace, args.seed, sim_options(args), where
 
 
-def _impact_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str, str]]:
+def _impact_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, SimOptions, dict[str, str]]:
     """The same for one side of an ``allot impact`` record (both revisions are loaded: the
     head's trace depends on the base tree, see :func:`~engine.impact.replay.prepare_replay`)."""
     from engine.impact.replay import DEFAULT_TRACE, ReplaySpec, prepare_replay
     from engine.loader import load_config
+    from engine.sim.options import SimOptions
 
     f = rec["flags"]
     base, head = load_config(f["repo"], f["base"]), load_config(f["repo"], f["head"])
@@ -269,4 +274,4 @@ def _impact_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, str, dict[str
     config, trace, seed, cadence = prepare_replay(base, head, spec).jobs[side]
     where = {"config": f"revision {f[rec['side']]} of {f['repo']}",
              "trace": f"the trace {f['trace'] or DEFAULT_TRACE}"}
-    return config, trace, seed, cadence, where
+    return config, trace, seed, SimOptions(cadence=cadence), where

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TypedDict
 
 from engine import accel
-from engine.commands import days, non_negative, output_dir, remove_outputs, runrecord, seed, tasks
+from engine.commands import (days, non_negative, output_dir, remove_outputs, runrecord, seconds_arg,
+                             seed, tasks)
 from engine.commands.progress import ProgressLine, bar
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -115,6 +116,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and node change, plus a resync one interval after the last pass while work "
                         "waits); interval = only on the policy's interval grid; event = watch plus "
                         "every min-runtime expiry [%(default)s]")
+    p.add_argument("--checkpoint-loss", type=seconds_arg, default=300.0, metavar="DURATION",
+                   help="progress a preempted resumable job loses (its work since its last "
+                        "checkpoint), e.g. 5m or 0 [5m]")
+    p.add_argument("--restart-overhead", type=seconds_arg, default=120.0, metavar="DURATION",
+                   help="time every run of a job after its first spends before it makes progress "
+                        "again (loading, warm-up) [2m]")
     p.add_argument("--out", default=None, help="report directory [allot-report]")
     p.add_argument("--no-pictures", action="store_true", help="skip the PNGs")
     p.add_argument("--seed", type=seed, default=0, help="seed for contracts and synthetic traces [%(default)s]")
@@ -315,8 +322,15 @@ class Progress:
         self.ended = final
 
 
+def sim_options(args: argparse.Namespace, **more):
+    """The simulator's options the flags give (cadence, what a preemption costs)."""
+    from engine.sim.options import SimOptions
+
+    return SimOptions(cadence=args.cadence, checkpoint_loss_s=args.checkpoint_loss,
+                      restart_overhead_s=args.restart_overhead, **more)
+
+
 def run(args: argparse.Namespace) -> int:
-    from engine.sim.engine import SimOptions
     from engine.sim.experiment import run_experiment
     from engine.sim.report import REPORT_FILES, short_teams, text_table, write_report
     from engine.sim.schedulers import NAMES
@@ -338,7 +352,7 @@ def run(args: argparse.Namespace) -> int:
     names = ["budget", *baselines]
     progress = Progress(args.progress or sys.stderr.isatty(), names)
     exp = run_experiment(config, trace, names, seed=args.seed,
-                         options=SimOptions(cadence=args.cadence, causes=True), progress=progress,
+                         options=sim_options(args, causes=True), progress=progress,
                          parallel=args.jobs > 1)
     progress.finish()
     summary = exp.summary()

@@ -40,7 +40,7 @@ from typing import Any, Callable
 from engine.commands import output_dir, remove_outputs, runrecord
 from engine.commands.progress import bar
 from engine.commands.simulate import (Progress, build_experiment_inputs, knob_problems, knob_values,
-                                      load_with_settings)
+                                      load_with_settings, sim_options)
 from engine.errors import Problem, UserError
 
 DEFAULT_OUT = "allot-sweep"
@@ -140,12 +140,11 @@ def _one(args: argparse.Namespace, point: list[tuple[str, str]], overrides: dict
     the summary of that run and its record (``run.json``, as ``allot simulate --set`` with
     the point's values writes it), plain data: it comes back from a worker."""
     def go(report: Callable[[float, float], None]) -> dict[str, Any]:
-        from engine.sim.engine import SimOptions
         from engine.sim.experiment import run_experiment
 
         config, trace = built or build_experiment_inputs(args, overrides)
         exp = run_experiment(config, trace, ["budget"], seed=args.seed,
-                             options=SimOptions(cadence=args.cadence, causes=True),
+                             options=sim_options(args, causes=True),
                              progress=lambda _n, now, end: report(now, end))
         summary = exp.summary()
         summary["wall_s"] = exp.results["budget"].wall_s  # (printed, not written)

@@ -15,7 +15,10 @@ CADENCES = ("watch", "interval", "event")
 class SimOptions:
     """``cadence``: when scheduling passes run (module docstring): ``watch`` (what the
     reconciler does), ``interval`` (the policy's interval grid only) or ``event`` (``watch``
-    plus every min-runtime expiry)."""
+    plus every min-runtime expiry). ``checkpoint_loss_s``: the progress a preempted resumable
+    run loses (since its last checkpoint); ``restart_overhead_s``: what every run after the
+    first spends before it makes progress again (``allot simulate --checkpoint-loss
+    --restart-overhead``)."""
 
     checkpoint_loss_s: float = 300.0
     restart_overhead_s: float = 120.0
@@ -31,6 +34,10 @@ class SimOptions:
     causes_every_s: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("checkpoint_loss_s", "restart_overhead_s"):
+            value = getattr(self, name)
+            if not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
         if self.causes_every_s is not None and not self.causes_every_s > 0:
             raise ValueError(f"causes_every_s must be > 0, got {self.causes_every_s!r}")
         if self.cadence not in CADENCES:

@@ -98,6 +98,8 @@ class SimResult:
     # team -> cause -> GPU-seconds waited (engine.sim.causes; empty unless SimOptions.causes)
     waiting: dict[str, dict[str, float]] = field(default_factory=dict)
     cadence: str = "watch"  # when its passes ran (SimOptions.cadence): a forecast from it runs so
+    # what a preemption cost (SimOptions): (checkpoint_loss_s, restart_overhead_s)
+    costs: tuple[float, float] = (300.0, 120.0)
     _metrics: Any = field(default=None, repr=False)
     _events: list[Event] | None = field(default=None, repr=False, compare=False)
 

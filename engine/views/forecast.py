@@ -201,10 +201,13 @@ def assumptions(state: ViewState, horizon_s: float) -> list[str]:
 def forecast(state: ViewState, targets: Iterable[str] | None = None, *,
              horizon_s: float = DEFAULT_HORIZON_S, options: SimOptions | None = None) -> Forecast:
     """Forecast the start of ``targets`` (default: every pending workload). ``options``:
-    the simulator's; by default its cadence is the one the state's run had (``meta``), else
-    the reconciler's (``watch``)."""
+    the simulator's; by default its cadence and preemption costs are the ones the state's run
+    had (``meta``), else the reconciler's cadence (``watch``) and the simulator's defaults."""
     if options is None:
-        options = SimOptions(cadence=str(state.meta.get("cadence") or "watch"))
+        meta = state.meta
+        options = SimOptions(cadence=str(meta.get("cadence") or "watch"),
+                             checkpoint_loss_s=float(meta.get("checkpoint_loss_s", 300.0)),
+                             restart_overhead_s=float(meta.get("restart_overhead_s", 120.0)))
     now = state.now
     wanted = set(targets) if targets is not None else {w.id for w in state.snapshot.pending}
     config, mapping = _node_map(state)

@@ -89,7 +89,7 @@ def remaining_runtime(task, segments, opt: SimOptions) -> float:
 
 
 def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float | None = None,
-                   options: SimOptions = SimOptions(), run_s: float | None = None,
+                   options: SimOptions | None = None, run_s: float | None = None,
                    stopped: bool = False) -> ViewState:
     """The view state of ``result`` at time ``at`` (see the module docstring). ``keep_s``:
     how far back runs, demand and history are kept (default: the policy's lookback). For the
@@ -97,6 +97,8 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
     the state (default: ``result``'s horizon); ``stopped``, so simulated with no such length
     known."""
     config = result.config
+    if options is None:  # (the run's own costs of a preemption)
+        options = SimOptions(checkpoint_loss_s=result.costs[0], restart_overhead_s=result.costs[1])
     T = result.horizon if at is None else float(at)
     if T > result.horizon:
         raise ValueError(f"time {T} is after the simulation horizon {result.horizon}")
@@ -206,4 +208,5 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
                f"scheduler {result.scheduler})"],
         meta={"trace": result.trace.name, "horizon": result.horizon, "tasks": len(result.trace.tasks),
               "scheduler": result.scheduler, "expected": "exact runtimes from the trace",
-              "cadence": result.cadence})
+              "cadence": result.cadence, "checkpoint_loss_s": result.costs[0],
+              "restart_overhead_s": result.costs[1]})

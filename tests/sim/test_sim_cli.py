@@ -3,8 +3,11 @@ writes the report, and reports user errors without a traceback."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
+
+import pytest
 
 from engine.cli import main
 
@@ -185,3 +188,34 @@ def test_a_report_directory_holds_this_run_s_report_only(tmp_path, capsys):
         "notes.txt", "report.md", "run.json", "summary.json", "tasks-budget.csv"]
     report = (out / "report.md").read_text()
     assert "- Pictures: none (`--no-pictures`)." in report and "gantt.png" not in report
+
+
+def test_what_a_preemption_costs_is_set_by_flags_recorded_and_replayed(tmp_path, capsys):
+    from engine.commands import runrecord
+    from engine.views.simstate import state_from_sim
+
+    def run(out, *costs):
+        rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)),
+                   "--cluster", "h100:2", "--baseline", "none", "--demand-ratio", "3",
+                   "--out", str(out), "--no-pictures", "--format", "json", *costs])
+        assert rc == 0
+        return json.loads(capsys.readouterr().out)
+
+    default = run(tmp_path / "a")
+    free = run(tmp_path / "b", "--checkpoint-loss", "0", "--restart-overhead", "0")
+    assert default["experiment"]["options"]["checkpoint_loss_s"] == 300.0
+    assert free["experiment"]["options"]["checkpoint_loss_s"] == 0.0
+    assert free["experiment"]["options"]["restart_overhead_s"] == 0.0
+    budget = free["schedulers"]["budget"]
+    assert budget["preemptions"] > 0 and budget["gpu_hours"]["lost_to_preemption"] == 0.0
+    assert default["schedulers"]["budget"]["gpu_hours"]["lost_to_preemption"] > 0.0
+    # the view commands replay the run as it ran: same costs, same end of every task
+    again = runrecord.replay(tmp_path / "b", None)
+    assert again.costs == (0.0, 0.0)
+    ends = {r["id"]: r["end"] for r in csv.DictReader((tmp_path / "b" / "tasks-budget.csv").open())}
+    assert {i: ("" if r.end is None else f"{r.end:g}") for i, r in again.tasks.items()} == {
+        i: ("" if e == "" else f"{float(e):g}") for i, e in ends.items()}
+    assert state_from_sim(again).meta["checkpoint_loss_s"] == 0.0
+    with pytest.raises(SystemExit) as stop:  # (a usage error, argparse's)
+        main(["simulate", "--checkpoint-loss=-1m"])
+    assert stop.value.code == 2 and "is negative" in capsys.readouterr().err

@@ -18,7 +18,9 @@ GPU-seconds, summing exactly to capacity x horizon:
     (passes on a grid, or a wake-up the shell does not get);
   - ``reserved``: pending work would fit, and the last pass left it pending anyway: for the
     budget scheduler, free GPUs kept for a reservation's holder (work that would still be
-    protected when the holder starts may not use them).
+    protected when the holder starts may not use them); for the monopoly baseline, GPUs of a
+    team's quota that its own work does not fill (no other team may use them). The report
+    calls it *held back by the scheduler*.
 
 "Would fit" is a greedy fill of the free GPUs by the pending shapes (largest gangs first,
 best-fit node, gangs inside one topology group as placement requires), counting the GPUs

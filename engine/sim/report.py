@@ -23,7 +23,7 @@ from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waiting,
 from engine.sim.result import SimResult, TaskRecord
 
 
-IDLE_LABELS = (("lag", "scheduling lag"), ("reserved", "held by a reservation"),
+IDLE_LABELS = (("lag", "scheduling lag"), ("reserved", "held back by the scheduler"),
                ("fragmentation", "fragmentation"), ("no_work", "no pending work"),
                ("unhealthy", "unhealthy nodes"))
 
@@ -152,9 +152,10 @@ def markdown(summary: dict[str, Any], pictures: bool = True) -> str:
             "group is big enough to hold it, even empty), *free-work* (unallocated work waits for "
             "idle GPUs).",
             "- **Idle** rows split capacity that did no work, as shares of all GPU-time: *scheduling "
-            "lag* (pending work would fit but no pass has run since the GPUs came free), *held by "
-            "a reservation* (pending work would fit and the last pass kept it off: GPUs kept for a "
-            "large job's reservation), *fragmentation* (work is pending but no pending shape fits "
+            "lag* (pending work would fit but no pass has run since the GPUs came free), *held back "
+            "by the scheduler* (pending work would fit and the last pass kept it off: the budget "
+            "scheduler's GPUs kept for a large job's reservation, monopoly's GPUs of a team's quota "
+            "that its own work does not fill), *fragmentation* (work is pending but no pending shape fits "
             "the free GPUs as they lie), *no pending work*, *unhealthy nodes* (out of service, "
             "outside occupancy).",
             "- **GPU-h lost** is run time thrown away by preemption (whole runs of non-resumable "

@@ -113,3 +113,16 @@ def test_a_run_collects_between_passes_and_gives_the_collector_back(monkeypatch)
             gc.enable()
         assert states and not any(states)
         assert asked == [1] * (res.decide_calls // 3)
+
+
+def test_monopoly_quota_left_empty_is_held_back_and_so_labelled():
+    """One node of 4 GPUs split 50/50 (quotas of 2): a's 4 one-GPU jobs wait while b's
+    2 GPUs stay empty: the monopoly baseline holds them back (``reserved``, the report's
+    *held back by the scheduler*), it is not fragmentation."""
+    from engine.sim.report import IDLE_LABELS
+
+    trace = Trace.of([_task(f"a{i}", 0.0, 1, 1000.0) for i in range(4)], meta={"horizon": 2000.0})
+    res = simulate(tiny_config(), trace, "monopoly")
+    assert res.idle["reserved"] == pytest.approx(2 * 1000.0)
+    assert res.idle["fragmentation"] == 0.0
+    assert dict(IDLE_LABELS)["reserved"] == "held back by the scheduler"

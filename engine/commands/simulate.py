@@ -322,6 +322,25 @@ class Progress:
         self.ended = final
 
 
+def synthetic_shortfall(meta: dict, args: argparse.Namespace) -> str:
+    """Why a synthetic trace offers another load than asked (its runtimes are held to their
+    ranges, :mod:`engine.sim.synthetic`), or ""."""
+    if meta.get("generator") != "synthetic" or "offered" not in meta:
+        return ""
+    want = args.demand_ratio if args.demand_ratio is not None else DEFAULT["demand_ratio"]
+    got = float(meta["offered"])
+    if abs(got - want) <= 0.01 * want:
+        return ""
+    if got > want:
+        why = ("at their shortest runtimes (small work 16 min, large gangs 2 h) offer that much; "
+               "ask for fewer --tasks or more --days")
+    else:
+        why = ("at their longest runtimes (small work 3 days, large gangs 24 h) offer only that; "
+               "ask for more --tasks")
+    return (f"the synthetic trace offers {got:.2f}x the capacity, not the {want:g}x asked: "
+            f"its {args.tasks or SYNTHETIC_TASKS} tasks {why}")
+
+
 def sim_options(args: argparse.Namespace, **more):
     """The simulator's options the flags give (cadence, what a preemption costs)."""
     from engine.sim.options import SimOptions
@@ -371,6 +390,9 @@ def run(args: argparse.Namespace) -> int:
         warm = (f", the first {lo / 3600:.1f} h a warm-up (not measured)" if lo > 0 else "")
         print(f"{d['trace']}: {d['tasks']} tasks, {d['config']['gpus']} GPUs, "
               f"{hi / 86400:.2f} simulated days{warm}, time compression x{d['compression']:.3g}")
+        short = synthetic_shortfall(trace.meta, args)
+        if short:
+            print(f"note: {short}", file=sys.stderr)
         print(text_table(summary))
         walls = ", ".join(f"{n} {r.wall_s:.1f}s ({r.decide_calls} passes, "
                           f"{1000 * r.decide_s / max(1, r.decide_calls):.1f} ms each)"

@@ -10,7 +10,11 @@ gangs and node failures, on any configuration.
   or 256 GPUs in 8-GPU pods, 2-24 h, never more than one topology domain holds), the rest small work (1, 2, 4 or 8 GPUs, or 16/32-GPU
   gangs; log-normal runtime, median 1 h, at most 3 days).
 * Non-debug runtimes are scaled by one factor so the offered load (GPU-time inside the
-  horizon over capacity) is ``demand_ratio``.
+  horizon over capacity) is ``demand_ratio``, then held to their ranges (small work 16 min to
+  3 days, above the debug limit of 15 min so it never reads as debug work; large gangs 2-24 h),
+  the factor found with the ranges applied (bisection: the load only grows with it). When the
+  ranges cannot give that load (too many or too few tasks for the capacity), the nearest is
+  taken; ``meta['offered']`` is the load reached.
 * Node failures: each node fails as a Poisson process of ``failures_per_node_day``; repairs
   take 2-8 h once the node is drained.
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.model import Config
-from engine.sim.prepare import capacity, demand_ratio
+from engine.sim.prepare import capacity
 from engine.sim.trace import NodeFailure, Task, Trace
 
 
@@ -55,29 +59,40 @@ def synthetic_trace(config: Config, *, days: float = 7.0, tasks: int = 5000,
     gpus = np.where(is_large, rng.choice(sizes, size=tasks), gpus)
     runtime = np.minimum(np.exp(rng.normal(np.log(3600.0), 1.2, size=tasks)), 3 * 86400.0)
     runtime = np.where(is_large, rng.uniform(2 * 3600.0, 24 * 3600.0, size=tasks), runtime)
-    runtime = np.maximum(runtime, 960.0)
     debug_rt = np.round(rng.uniform(60.0, 900.0, size=tasks))
     cap = capacity(config)
+    low = np.where(is_large, 2 * 3600.0, 960.0)
+    high = np.where(is_large, 24 * 3600.0, 3 * 86400.0)
+    starts = np.round(submit, 3)
+    room = np.maximum(horizon - starts, 0.0)
 
-    def build(scale: float) -> Trace:
-        out = []
-        for i in range(tasks):
-            g = int(gpus[i])
-            pods, gpp = (1, g) if g <= 8 else (g // 8, 8)
-            rt = float(debug_rt[i]) if is_debug[i] else float(round(runtime[i] * scale))
-            klass = "debug" if is_debug[i] else "large" if g >= 64 else "small"
-            out.append(Task(id=f"syn-{i:06d}", submit=float(round(submit[i], 3)), pods=pods,
-                            gpus_per_pod=gpp, runtime=rt, owner=leaves[pick[i]],
-                            leaf=leaves[pick[i]], klass=klass))
-        return Trace.of(out, name="synthetic", meta={"horizon": horizon, "seed": seed})
+    def runtimes(scale: float) -> np.ndarray:
+        return np.where(is_debug, debug_rt, np.round(np.clip(runtime * scale, low, high)))
 
-    scale = 1.0
-    for _ in range(4):
-        ratio = demand_ratio(build(scale), cap)
-        if ratio <= 0:
-            break
-        scale *= demand_ratio_target / ratio
-    trace = build(scale)
+    def offered(scale: float) -> float:
+        return float((gpus * np.minimum(runtimes(scale), room)).sum() / (horizon * cap)) if cap else 0.0
+
+    # the factor, by bisection on its logarithm (the load is non-decreasing in it)
+    lo, hi = -12.0, 12.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if offered(float(np.exp(mid))) < demand_ratio_target:
+            lo = mid
+        else:
+            hi = mid
+    scale = float(np.exp(hi))
+    if abs(offered(float(np.exp(lo))) - demand_ratio_target) < abs(offered(scale) - demand_ratio_target):
+        scale = float(np.exp(lo))
+    final = runtimes(scale)
+
+    out = []
+    for i in range(tasks):
+        g = int(gpus[i])
+        pods, gpp = (1, g) if g <= 8 else (g // 8, 8)
+        klass = "debug" if is_debug[i] else "large" if g >= 64 else "small"
+        out.append(Task(id=f"syn-{i:06d}", submit=float(starts[i]), pods=pods, gpus_per_pod=gpp,
+                        runtime=float(final[i]), owner=leaves[pick[i]], leaf=leaves[pick[i]],
+                        klass=klass))
     fails = []
     if failures_per_node_day > 0:
         for c in config.policy.clusters:
@@ -87,6 +102,6 @@ def synthetic_trace(config: Config, *, days: float = 7.0, tasks: int = 5000,
                     fails.append(NodeFailure(float(round(t, 3)), c.node_name(n),
                                              float(round(rng.uniform(2, 8) * 3600.0))))
                     t += rng.exponential(1.0 / failures_per_node_day) * 86400.0
-    return Trace.of(trace.tasks, fails, "synthetic",
+    return Trace.of(out, fails, "synthetic",
                     {"horizon": horizon, "seed": seed, "generator": "synthetic",
-                     "runtime_scale": round(scale, 6)})
+                     "runtime_scale": round(scale, 6), "offered": round(offered(scale), 6)})

@@ -23,7 +23,7 @@ def test_forecast_equals_the_simulation_when_no_work_arrives_later(cadence):
     """From an instant the run made a pass at, with the run's own cadence (the state says
     which: a forecast of an interval run passes on the grid too)."""
     config = load_config()
-    trace = prepare_trace(synthetic_trace(config, days=0.25, tasks=420, demand_ratio_target=2.2, seed=5,
+    trace = prepare_trace(synthetic_trace(config, days=0.25, tasks=600, demand_ratio_target=2.2, seed=5,
                                           failures_per_node_day=0), config, seed=5)
     at = 3 * 3600.0
     early = Trace.of([t for t in trace.tasks if t.submit < at - 1], (), trace.name, dict(trace.meta))

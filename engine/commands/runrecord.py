@@ -251,13 +251,44 @@ def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, SimOptions,
     from engine.cli import build_parser
     from engine.commands.simulate import build_experiment_inputs, sim_options
 
-    args = build_parser().parse_args(["simulate"])
+    parser = build_parser()
+    args = parser.parse_args(["simulate"])
+    _check_flags(rec["flags"], parser)
     for k, v in rec["flags"].items():
         setattr(args, k, v)
     config, trace = build_experiment_inputs(args)
     where = {"config": f"the budgets and policies at {args.root}" + (f" (revision {args.rev})" if args.rev else ""),
              "trace": f"the trace {args.trace}"}
     return config, trace, args.seed, sim_options(args), where
+
+
+def _check_flags(flags: dict[str, Any], parser: argparse.ArgumentParser) -> None:
+    """Each recorded flag as ``allot simulate`` would have parsed it (its choices, its type's
+    checks), else ``ValueError`` naming it: a record edited by hand says so, not that the trace
+    changed."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    actions = {a.dest: a for a in sub.choices["simulate"]._actions}
+    for key, value in flags.items():
+        action = actions.get(key)
+        if action is None or value is None or key in ("trace", "mapping", "root"):
+            continue  # (made absolute when recorded: checked when read)
+        values = value if isinstance(action, argparse._AppendAction) else [value]
+        if not isinstance(values, list):
+            raise ValueError(f"flag {key!r} must be a list, got {value!r}")
+        for v in values:
+            if action.choices is not None and v not in action.choices:
+                raise ValueError(f"flag {key!r} must be one of {', '.join(map(str, action.choices))}, "
+                                 f"got {v!r}")
+            if action.type is None:
+                if not isinstance(v, str):
+                    raise ValueError(f"flag {key!r} must be a string, got {v!r}")
+            elif isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise ValueError(f"flag {key!r} must be a number, got {v!r}")
+            else:
+                try:
+                    action.type(str(v))
+                except argparse.ArgumentTypeError as err:
+                    raise ValueError(f"flag {key!r}: {err}") from None
 
 
 def _impact_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, SimOptions, dict[str, str]]:

@@ -15,8 +15,9 @@ is written as the string ``"inf"``).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
-from types import MappingProxyType
+import typing
+from dataclasses import asdict, fields, is_dataclass
+from types import MappingProxyType, NoneType, UnionType
 from typing import Any, Mapping
 
 from engine.core.types import Contract, NodeState, Placement, Running, Snapshot, Workload
@@ -36,6 +37,71 @@ def num(x: float | None) -> float | str | None:
 
 def unnum(x: Any) -> float | None:
     return None if x is None else float(x)
+
+
+def checked(obj: Any, where: str) -> Any:
+    """``obj``, a dataclass decoded from JSON, once each field holds what its type hint says
+    (recursively: nested dataclasses, tuples, optional values; an int is a float, a bool is
+    not a number); else ``ValueError`` naming the field, e.g. ``snapshot.nodes[0].gpus must be
+    an int, got '8'``. A state file edited by hand then reads as a clear problem, not as a
+    traceback deep in a view."""
+    hints = _hints(type(obj))
+    for f in fields(obj):
+        _check(getattr(obj, f.name), hints[f.name], f"{where}.{f.name}")
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    found = _HINTS.get(cls)
+    if found is None:
+        found = _HINTS[cls] = typing.get_type_hints(cls)
+    return found
+
+
+def _check(value: Any, hint: Any, where: str) -> None:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return
+    if origin in (typing.Union, UnionType):
+        if value is None and NoneType in args:
+            return
+        problems = []
+        for arg in (a for a in args if a is not NoneType):
+            try:
+                _check(value, arg, where)
+                return
+            except ValueError as err:
+                problems.append(str(err))
+        raise ValueError(problems[0])
+    if origin is typing.Literal:
+        if value not in args:
+            raise ValueError(f"{where} must be one of {', '.join(map(repr, args))}, got {value!r}")
+        return
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            raise ValueError(f"{where} must be a list, got {value!r}")
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(items) != len(value):
+            raise ValueError(f"{where} must have {len(items)} items, got {len(value)}")
+        for i, (item, arg) in enumerate(zip(value, items)):
+            _check(item, arg, f"{where}[{i}]")
+        return
+    if origin is not None:  # (a mapping: built by the decoder itself)
+        return
+    if is_dataclass(hint):
+        checked(value, where)
+        return
+    if hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, hint)
+    if not ok:
+        raise ValueError(f"{where} must be {'an' if hint is int else 'a'} {hint.__name__}, got {value!r}")
 
 
 # ---------------------------------------------------------------------------- config
@@ -104,6 +170,9 @@ def config_from_dict(d: Mapping[str, Any]) -> Config:
         labels=ContractLabels(**p.get("labels", {})),
         node_labels=NodeLabels(**p.get("node_labels", {})),
     )
+    for i, n in enumerate(nodes):
+        checked(n, f"config.tree[{i}]")
+    checked(policy, "config.policy")
     return Config(tree=BudgetTree.build(nodes), policy=policy, origin=d.get("origin", ""),
                   revision=d.get("revision"), files=MappingProxyType(dict(d.get("files") or {})))
 
@@ -147,7 +216,14 @@ def snapshot_to_dict(s: Snapshot) -> dict[str, Any]:
 
 
 def snapshot_from_dict(d: Mapping[str, Any]) -> Snapshot:
-    return Snapshot(nodes=tuple(NodeState(**n) for n in d["nodes"]),
-                    running=tuple(running_from_dict(r) for r in d["running"]),
-                    pending=tuple(workload_from_dict(w) for w in d["pending"]),
+    """The snapshot of ``d``, each field checked (:func:`checked`), GPU counts not negative."""
+    nodes = tuple(checked(NodeState(**n), f"snapshot.nodes[{i}]") for i, n in enumerate(d["nodes"]))
+    running = tuple(checked(running_from_dict(r), f"snapshot.running[{i}]")
+                    for i, r in enumerate(d["running"]))
+    pending = tuple(checked(workload_from_dict(w), f"snapshot.pending[{i}]")
+                    for i, w in enumerate(d["pending"]))
+    for i, n in enumerate(nodes):
+        if n.gpus < 0 or n.foreign < 0:
+            raise ValueError(f"snapshot.nodes[{i}] ({n.name}) has a negative GPU count")
+    return Snapshot(nodes=nodes, running=running, pending=pending,
                     usage=MappingProxyType({k: float(v) for k, v in d.get("usage", {}).items()}))

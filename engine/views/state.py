@@ -165,8 +165,14 @@ class ViewState:
         if d.get("version") != VERSION:
             raise ValueError(f"view state version {d.get('version')!r}, expected {VERSION}")
         now = float(d["now"])
-        if not math.isfinite(now):
-            raise ValueError(f"its time 'now' is {d['now']!r}, not a finite number")
+        if not math.isfinite(now) or now < 0:
+            raise ValueError(f"its time 'now' is {d['now']!r}, not a finite number >= 0")
+        history = {k: list(v) for k, v in d.get("history", {}).items()}
+        for k, events in history.items():  # [time, kind, detail] each
+            for i, e in enumerate(events):
+                if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], (int, float))
+                        and not isinstance(e[0], bool) and isinstance(e[1], str) and isinstance(e[2], str)):
+                    raise ValueError(f"history[{k!r}][{i}] must be [time, kind, detail], got {e!r}")
         if d.get("ledger"):
             Ledger.from_dict(d["ledger"])  # (read when used: checked here, once)
         return ViewState(
@@ -174,7 +180,7 @@ class ViewState:
             snapshot=snapshot_from_dict(d["snapshot"]), ledger=d.get("ledger"),
             runs=[Run.from_list(x) for x in d.get("runs", [])],
             demand=[Demand(x[0], x[1], float(x[2]), unnum(x[3]), int(x[4])) for x in d.get("demand", [])],
-            history={k: list(v) for k, v in d.get("history", {}).items()},
+            history=history,
             expected={k: float(v) for k, v in d.get("expected", {}).items()},
             finished=dict(d.get("finished", {})), notes=list(d.get("notes", [])),
             meta=dict(d.get("meta", {})))

@@ -225,7 +225,27 @@ def test_a_state_file_of_the_wrong_shape_is_a_user_error(capsys, state_file, tmp
     """Whatever the JSON of a --state file holds, the commands say what is wrong with it."""
     good = json.loads(open(state_file).read())
     cases = {"list": [1, 2], "null": None, "nan-now": {**good, "now": float("nan")},
-             "bad-ledger": {**good, "ledger": {"version": 1}}, "bad-runs": {**good, "runs": [[1]]}}
+             "bad-ledger": {**good, "ledger": {"version": 1}}, "bad-runs": {**good, "runs": [[1]]},
+             "negative-now": {**good, "now": -5}, "bad-history": {**good, "history": {"a": [["x"]]}}}
+    says = {"negative-now": "its time 'now' is -5, not a finite number >= 0",
+            "bad-history": "history['a'][0] must be [time, kind, detail], got ['x']"}
+    # a field of the wrong type, anywhere in the snapshot or config: named, with its path
+    for name, where, value, message in (
+            ("node-gpus", ("snapshot", "nodes", 0, "gpus"), "8", "snapshot.nodes[0].gpus must be an int, got '8'"),
+            ("node-healthy", ("snapshot", "nodes", 0, "healthy"), 1, "snapshot.nodes[0].healthy must be a bool"),
+            ("node-negative", ("snapshot", "nodes", 0, "gpus"), -8, "snapshot.nodes[0] (h100-n0000) has a negative"),
+            ("pod-gpus", ("snapshot", "pending", 0, "contract", "gpus_per_pod"), "2",
+             "snapshot.pending[0].contract.gpus_per_pod must be an int"),
+            ("budget", ("snapshot", "running", 0, "workload", "contract", "budget"), 3,
+             "snapshot.running[0].workload.contract.budget must be a str, got 3"),
+            ("cluster-type", ("config", "policy", "clusters", 0, "gpu_type"), None,
+             "config.policy.clusters[0].gpu_type must be a str, got None")):
+        data = json.loads(json.dumps(good))
+        inner = data
+        for key in where[:-1]:
+            inner = inner[key]
+        inner[where[-1]] = value
+        cases[name], says[name] = data, message
     for name, data in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(data))
@@ -233,6 +253,7 @@ def test_a_state_file_of_the_wrong_shape_is_a_user_error(capsys, state_file, tmp
             assert main([*argv, "--state", str(path)]) == 1, (name, argv)
             err = capsys.readouterr().err
             assert err.startswith(f"{path}: not a view state: ") and "Traceback" not in err, (name, argv, err)
+            assert says.get(name, "") in err, (name, err)
     (tmp_path / "bytes.json").write_bytes(b'{"now": "\xff"}')
     assert main(["queue", "--state", str(tmp_path / "bytes.json")]) == 1
     assert "not a view state: not UTF-8 text (byte 0xff)" in capsys.readouterr().err

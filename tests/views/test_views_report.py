@@ -106,6 +106,14 @@ def test_a_run_record_with_fields_of_the_wrong_kind_is_refused(capsys, report, t
     (tmp_path / "run.json").write_bytes(b'{"kind": "\xff"}')
     code, _, err = _run(capsys, "queue", "--report", str(tmp_path))
     assert code == 1 and "not a run record: not UTF-8 text (byte 0xff)" in err
+    # flags as allot simulate would not have parsed them: named, not taken for a changed trace
+    for flag, value, says in (("cadence", "zzz", "flag 'cadence' must be one of watch, interval, event"),
+                              ("seed", "x", "flag 'seed': "), ("days", -3, "flag 'days': "),
+                              ("set", "placement.loans=true", "flag 'set' must be a list"),
+                              ("checkpoint_loss", [1], "flag 'checkpoint_loss' must be a number")):
+        (tmp_path / "run.json").write_text(json.dumps({**rec, "flags": {**rec["flags"], flag: value}}))
+        code, _, err = _run(capsys, "queue", "--report", str(tmp_path), "--fresh")
+        assert code == 1 and "the run record's flags are not as allot wrote them" in err and says in err, err
 
 
 def test_what_a_report_source_refuses(capsys, report, tmp_path):

@@ -12,7 +12,8 @@ Checks (each reported with its location; all collected, none stops the others):
   and files never reference each other in a cycle; exactly one root file, no orphan files
   (judged only when every budget file could be read: a file with errors of its own hides its
   references, and what it references would be reported an orphan wrongly);
-- names are unique across all files;
+- names are unique across all files, and none is reserved (``0``: a budget label of ``0``
+  means unallocated work; ``unfunded``: a trace mapping's word for unfunded work);
 - shares: every non-top node has one; a top node has none (its parent's file sets it); the
   children's shares plus the parent's ``unallocated`` sum to 100 within :data:`TOLERANCE`;
 - inner nodes have ``owners`` and no ``principals``; leaves have ``principals`` and no
@@ -39,6 +40,9 @@ TOLERANCE = 1e-6
 
 ROOT_FILE = "budgets/root.yaml"
 _REF_ONLY = ("name", "share", "description", "file")
+# names that mean "no budget" where a budget is named, so no job or trace could charge them
+RESERVED = {"0": "a budget label of 0 means unallocated work",
+            "unfunded": "a trace mapping that names it means unfunded work"}
 
 
 @dataclass
@@ -182,6 +186,9 @@ def assemble(docs: list[Document], all_files: set[str],
         for entry in _walk(top):
             if entry.is_ref:
                 continue
+            if entry.name in RESERVED:
+                problems.append(entry.problem(f"budget name {entry.name!r} is reserved: {RESERVED[entry.name]}",
+                                              "choose another name", code="reserved"))
             if entry.name in seen:
                 problems.append(entry.problem(f"budget name {entry.name!r} is already defined at {seen[entry.name].where()}",
                                               "names are unique across all budget files; rename one", code="duplicate"))

@@ -13,14 +13,18 @@ defaults to the value in :class:`engine.model.Policy`. Checks beyond the schema:
 
 from __future__ import annotations
 
+import difflib
 from types import MappingProxyType
 from typing import Any
 
 from engine.durations import format_duration, parse_duration
 from engine.errors import Problem
+from engine.k8s.marks import CORDON_REASON, OWNED_KEYS, SUBMITTER
 from engine.loader.yamlread import Document
 from engine.model import Cluster, ContractLabels, DebugRule, DrainPolicy, NodeLabels, Policy, SourceRef
 
+# the annotations the reconciler writes on Jobs (and nodes): no contract label may be one
+_RECONCILER_KEYS = frozenset((*OWNED_KEYS, SUBMITTER, CORDON_REASON))
 _LABEL_FIELDS = {  # YAML key -> ContractLabels field
     "budget": "budget", "minRuntime": "min_runtime", "resumable": "resumable", "priority": "priority",
     "gpusPerPod": "gpus_per_pod", "pods": "pods", "cluster": "cluster",
@@ -134,6 +138,10 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
                                         "give each contract field its own label name", code="duplicate"))
         else:
             used[value] = key
+        if value in _RECONCILER_KEYS:
+            problems.append(doc.problem(("contract", "labels", key),
+                                        f"contract label {value!r} is an annotation the reconciler writes itself",
+                                        "choose a key of your own for " + key, code="reserved"))
     node_labels_data = _get(data, "nodeLabels") or {}
     node_labels = NodeLabels(**{_NODE_LABEL_FIELDS[k]: v for k, v in node_labels_data.items()})
     drain_data = _get(data, "drain") or {}
@@ -148,6 +156,13 @@ def assemble(cluster_docs: list[Document], policy_docs: list[Document], bad_poli
     debug = DebugRule(max_gpus=_get(data, "debug", "maxGpus") or defaults.debug.max_gpus,
                       max_min_runtime_s=debug_min)
     weights = {k: float(v) for k, v in (_get(data, "billing", "weights") or {}).items()}
+    gpu_types = sorted({str(item["gpuType"]) for d in cluster_docs for item in d.data["clusters"]})
+    for gpu_type in (sorted(set(weights) - set(gpu_types)) if gpu_types else ()):
+        close = difflib.get_close_matches(gpu_type, gpu_types, n=1)
+        problems.append(doc.problem(("billing", "weights", gpu_type),
+                                    f"billing weight for GPU type {gpu_type!r}, which no cluster has",
+                                    (f"did you mean {close[0]}? " if close else "")
+                                    + f"the clusters' GPU types: {', '.join(gpu_types)}", code="unknown"))
     gang = _get(data, "placement", "gangInOneDomain")
     reservations = _get(data, "placement", "reservations")
     reservation_share = _get(data, "placement", "reservationShare")

@@ -23,10 +23,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
-import yaml
 
 from engine.errors import MORE, Problem, UserError
-from engine.loader.yamlread import yaml_problem
+from engine.loader import yamlread
 
 CLASSES = ("debug", "small", "large")
 TASK_FIELDS = ("id", "submit", "pods", "gpus_per_pod", "runtime", "owner", "leaf", "min_runtime",
@@ -229,9 +228,16 @@ def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
                 cluster=_opt(rec.get("cluster"))), []
 
 
+FAILURE_FIELDS = ("time", "node", "repair_s")
+
+
 def failure_from_record(rec: Mapping[str, Any]) -> tuple[NodeFailure | None, list[str]]:
     problems: list[str] = []
-    for req in ("time", "node", "repair_s"):
+    unknown = sorted(set(rec) - set(FAILURE_FIELDS) - {"type"})
+    if unknown:
+        problems.append(f"unknown field(s) of a node failure {', '.join(unknown)}; known: "
+                        f"{', '.join(FAILURE_FIELDS)}")
+    for req in FAILURE_FIELDS:
         if rec.get(req) in (None, ""):
             problems.append(f"missing required field {req!r}")
     if problems:
@@ -268,7 +274,12 @@ def read_trace_file(path: str | Path, name: str | None = None) -> Trace:
         if not isinstance(rec, Mapping):
             problems.append(Problem(shown, line, 0, "record must be a mapping of field: value"))
             return
-        if rec.get("type", "task") == "node_failure":
+        kind = rec.get("type", "task")
+        if kind not in ("task", "node_failure"):
+            problems.append(Problem(shown, line, 0, f"type must be task or node_failure, got {kind!r}",
+                                    "see schemas/trace.schema.json"))
+            return
+        if kind == "node_failure":
             failure, why = failure_from_record({k: v for k, v in rec.items() if k != "type"})
             if failure:
                 fails.append(failure)
@@ -299,18 +310,35 @@ def read_trace_file(path: str | Path, name: str | None = None) -> Trace:
                     except json.JSONDecodeError as err:
                         problems.append(Problem(shown, lineno, err.colno, f"invalid JSON: {err.msg}"))
     elif kind in (".yaml", ".yml", ".json"):
-        with _open_text(path) as fh:
-            try:
-                doc = yaml.safe_load(fh)
-            except yaml.YAMLError as err:
-                raise UserError([yaml_problem(shown, err)]) from None
+        # the configuration's strict reader: duplicate keys refused, every value's line known
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fb:
+            raw = fb.read()
+        parsed, refused = yamlread.parse(shown, raw)
+        if parsed is None:
+            raise UserError([replace(p, hint="a large trace reads faster as .jsonl or .csv")
+                             if p.code == "too-large" else p for p in refused])
+        doc = parsed.data
         if not isinstance(doc, Mapping) or not isinstance(doc.get("tasks"), list):
             raise UserError([Problem(shown, 1, 1, "a trace document needs a 'tasks' list",
                                      "see schemas/trace.schema.json")])
+        for key in sorted(set(doc) - {"tasks", "node_failures"}):
+            problems.append(parsed.problem((key,), f"unknown field {key!r} of a trace document",
+                                           "it holds tasks: and node_failures:", key=True))
+        failures = doc.get("node_failures") or []
+        if not isinstance(failures, list):
+            problems.append(parsed.problem(("node_failures",), "node_failures must be a list",
+                                           "see schemas/trace.schema.json"))
+            failures = []
         for i, rec in enumerate(doc["tasks"]):
-            take(rec, i + 1)
-        for i, rec in enumerate(doc.get("node_failures") or []):
-            take({**rec, "type": "node_failure"} if isinstance(rec, Mapping) else rec, i + 1)
+            take(rec, parsed.loc(("tasks", i))[0])
+        for i, rec in enumerate(failures):
+            take({**rec, "type": rec.get("type", "node_failure")} if isinstance(rec, Mapping) else rec,
+                 parsed.loc(("node_failures", i))[0])
+            if isinstance(rec, Mapping) and rec.get("type", "node_failure") != "node_failure":
+                problems.pop()  # (the type problem, said for a list of failures)
+                problems.append(parsed.problem(("node_failures", i, "type"),
+                                               "a record under node_failures is a node failure",
+                                               "drop its type, or move it under tasks"))
     else:
         raise UserError([Problem(shown, 0, 0, f"unknown trace file type {kind or '(none)'!r}",
                                  "use .csv, .csv.gz, .jsonl, .yaml or .json, or --trace-format")])

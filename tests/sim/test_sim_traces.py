@@ -37,6 +37,43 @@ def test_jsonl_round_trip_keeps_every_field(tmp_path):
     assert back.tasks == trace.tasks and back.failures == trace.failures
 
 
+def test_a_yaml_trace_is_read_strictly_with_the_line_of_each_problem(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("# jobs\n"                                   # 1
+                    "tasks:\n"                                   # 2
+                    "  - {id: a, submit: 0, runtime: 60, owner: o}\n"          # 3
+                    "  - id: b\n"                                # 4
+                    "    submit: 5\n"                            # 5
+                    "    runtime: -1\n"                          # 6
+                    "    owner: o\n"                             # 7
+                    "node_failurs:\n"                            # 8: a typo
+                    "  - {time: 10, node: c-n0000, repair_s: 60}\n"
+                    "node_failures:\n"                           # 10
+                    "  - {time: 10, node: c-n0000}\n"            # 11
+                    "  - {time: 20, node: c-n0001, repair_s: 5, cluster: c}\n")  # 12
+    with pytest.raises(UserError) as err:
+        read_trace_file(path)
+    assert sorted((p.line, p.message) for p in err.value.problems) == [
+        (4, "runtime must be >= 0, got -1"),
+        (8, "unknown field 'node_failurs' of a trace document"),
+        (11, "missing required field 'repair_s'"),
+        (12, "unknown field(s) of a node failure cluster; known: time, node, repair_s")]
+    path.write_text("tasks:\n  - {id: a, submit: 0, runtime: 60, owner: bob, owner: carol}\n")
+    with pytest.raises(UserError) as err:  # (the last owner does not silently win)
+        read_trace_file(path)
+    assert "duplicate key" in err.value.problems[0].message and err.value.problems[0].line == 2
+
+
+def test_a_jsonl_record_of_an_unknown_type_is_refused(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "a", "submit": 0, "runtime": 60, "owner": "o"}) + "\n"
+                    + json.dumps({"type": "nodefailure", "time": 5, "node": "c-n0000", "repair_s": 60}) + "\n")
+    with pytest.raises(UserError) as err:
+        read_trace_file(path)
+    assert [str(p) for p in err.value.problems] == [
+        f"{path}:2:0: type must be task or node_failure, got 'nodefailure'; see schemas/trace.schema.json"]
+
+
 def test_csv_round_trip(tmp_path):
     trace = Trace.of(sample().tasks)
     assert read_trace_file(save_trace(trace, tmp_path / "t.csv")).tasks == trace.tasks

@@ -36,7 +36,7 @@ from engine import accel
 from engine.commands import (days, non_negative, output_dir, remove_outputs, runrecord, seconds_arg,
                              seed, tasks)
 from engine.commands.progress import ProgressLine, bar
-from engine.durations import parse_duration
+from engine.durations import approx_duration, parse_duration
 from engine.errors import Problem, UserError
 
 
@@ -188,9 +188,55 @@ def _check_trace_flags(args: argparse.Namespace) -> None:
     else:
         given = ["--tasks"] if args.tasks is not None else []
         hint = "drop it, or use --trace synthetic"
-    if given:
-        raise UserError([Problem(flag, 0, 0, f"does not apply to --trace {args.trace}", hint, "usage")
-                         for flag in given])
+    problems = [Problem(flag, 0, 0, f"does not apply to --trace {args.trace}", hint, "usage")
+                for flag in given]
+    if args.trace != "synthetic":
+        if args.columns is not None and args.trace_format not in (None, "generic"):
+            problems.append(Problem("--columns", 0, 0, f"does not apply to --trace-format {args.trace_format}",
+                                    "--columns maps the columns of a generic CSV: drop it, or use "
+                                    "--trace-format generic", "usage"))
+        elif args.columns is not None and args.trace in bundled_traces() and args.trace_format is None:
+            problems.append(Problem("--columns", 0, 0, f"does not apply to the bundled trace {args.trace}",
+                                    "--columns maps the columns of your own CSV: drop it", "usage"))
+        if args.mapping is not None and args.tree != "repo":
+            problems.append(Problem("--mapping", 0, 0, f"does not apply with --tree {args.tree}",
+                                    "a derived tree has a leaf per trace owner, each owner mapped to its "
+                                    "own: drop --mapping, or use --tree repo", "usage"))
+    if problems:
+        raise UserError(problems)
+
+
+def bundled_traces() -> tuple[str, ...]:
+    from engine.sim.importers import BUNDLED
+
+    return tuple(BUNDLED)
+
+
+_COLUMN_FIELDS = ("submit", "runtime", "owner", "gpus", "pods", "gpus_per_pod", "id", "leaf",
+                  "min_runtime", "resumable", "priority", "class")
+
+
+def column_mapping(text: str) -> dict[str, str]:
+    """``--columns field=column,...`` read, every entry checked (each problem said once)."""
+    out: dict[str, str] = {}
+    problems = []
+    for entry in (e.strip() for e in text.split(",")):
+        field, eq, column = entry.partition("=")
+        field, column = field.strip(), column.strip()
+        if not eq or not field or not column:
+            problems.append(Problem("--columns", 0, 0, f"{entry!r} is not FIELD=COLUMN",
+                                    "e.g. --columns submit=ts,runtime=duration,gpus=num_gpus,owner=vc", "usage"))
+        elif field not in _COLUMN_FIELDS:
+            problems.append(Problem("--columns", 0, 0, f"unknown field {field!r}",
+                                    f"the fields: {', '.join(_COLUMN_FIELDS)}", "usage"))
+        elif field in out:
+            problems.append(Problem("--columns", 0, 0, f"field {field!r} is mapped twice",
+                                    "map each field to one column", "usage"))
+        else:
+            out[field] = column
+    if problems:
+        raise UserError(problems)
+    return out
 
 
 def knob_problems(flag: str, point: list[tuple[str, str]], overrides: dict[str, object],
@@ -261,9 +307,7 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
                                 demand_ratio_target=ratio,
                                 seed=args.seed)
         return config, prepare_trace(trace, config, seed=args.seed)
-    columns = None
-    if args.columns:
-        columns = dict(kv.split("=", 1) for kv in args.columns.split(",") if "=" in kv)
+    columns = column_mapping(args.columns) if args.columns else None
     trace = load_trace(args.trace, fmt=args.trace_format, columns=columns)
     warmup = args.warmup if args.warmup is not None else (
         DEFAULT["warmup"] if args.trace == DEFAULT["trace"] and not args.trace_format else "0")
@@ -271,11 +315,21 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
         lead = parse_duration(warmup) if warmup not in ("", "0") else 0.0
     except ValueError as err:
         raise UserError([Problem("--warmup", 0, 0, str(err), "write a duration, e.g. 2d or 36h")]) from None
+    span = trace.span
     if window or args.days or lead:
         a, b = _window(window) if window else (0.0, None)
         if args.days:
             b = a + args.days * 86400.0
         trace = cut(trace, a, b, lead)
+    if not trace.tasks:
+        if window or args.days or lead:
+            problem = Problem(str(args.trace), 0, 0, "the part of the trace replayed (--window, --days) "
+                              "holds no GPU work", f"choose a part with jobs in it: the trace's jobs are "
+                              f"submitted over its first {approx_duration(span)}", "empty")
+        else:
+            problem = Problem(str(args.trace), 0, 0, "the trace holds no GPU work to replay",
+                              "give a trace with jobs in it", "empty")
+        raise UserError([problem])
     mapping = args.mapping
     if args.tree != "repo":
         tree = derive_tree(trace, args.tree)

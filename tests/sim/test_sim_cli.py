@@ -78,6 +78,32 @@ def test_user_errors_are_reported_not_raised(tmp_path, capsys):
     assert "bad window" in capsys.readouterr().err
 
 
+def test_a_run_with_nothing_to_replay_or_a_flag_that_does_nothing_is_refused(tmp_path, capsys):
+    def refused(*argv: str) -> list[str]:
+        assert main(["simulate", "--root", str(ROOT), "--out", str(tmp_path / "r"), *argv]) == 1
+        return capsys.readouterr().err.splitlines()[:-1]  # (the last: "N problems found")
+
+    assert refused("--window", "400d:401d", "--demand-ratio", "0") == [
+        "philly: the part of the trace replayed (--window, --days) holds no GPU work; choose a part "
+        "with jobs in it: the trace's jobs are submitted over its first 108.9 d"]
+    (tmp_path / "empty.jsonl").write_text("")
+    assert refused("--trace", str(tmp_path / "empty.jsonl"), "--demand-ratio", "0") == [
+        f"{tmp_path / 'empty.jsonl'}: the trace holds no GPU work to replay; give a trace with jobs in it"]
+    assert refused("--trace", "philly", "--columns", "submit=ts") == [
+        "--columns: does not apply to the bundled trace philly; --columns maps the columns of your own "
+        "CSV: drop it"]
+    (tmp_path / "g.csv").write_text("ts,secs,n,team\n0,60,1,a\n")
+    assert refused("--trace", str(tmp_path / "g.csv"), "--tree", "equal", "--mapping", "nowhere.yaml",
+                   "--columns", "submit=ts,runtime=secs,gpus=n,owner=team")[0].startswith(
+        "--mapping: does not apply with --tree equal")
+    assert sorted(refused("--trace", str(tmp_path / "g.csv"),
+                          "--columns", "submit=ts,runtime,gpus=n,owner=team,foo=vc,gpus=x")) == [
+        "--columns: 'runtime' is not FIELD=COLUMN; e.g. --columns submit=ts,runtime=duration,gpus=num_gpus,owner=vc",
+        "--columns: field 'gpus' is mapped twice; map each field to one column",
+        "--columns: unknown field 'foo'; the fields: submit, runtime, owner, gpus, pods, gpus_per_pod, id, "
+        "leaf, min_runtime, resumable, priority, class"]
+
+
 def test_set_replaces_a_policy_knob_for_the_run_and_checks_it(tmp_path, capsys):
     """``--set KNOB=VALUE`` changes a knob of policies/scheduling.yaml for this run only; the
     value passes the file's checks; unknown knobs and bad values are user errors."""

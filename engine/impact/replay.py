@@ -209,8 +209,8 @@ def prepare_replay(base: Config, head: Config, spec: ReplaySpec) -> Prepared:
     window, factor = window_for(raw, capacity(base), spec)
     notes = []
     bundled = bundled_mapping(spec.trace or DEFAULT_TRACE)
-    if spec.mapping:
-        mapping = load_mapping(spec.mapping)
+    if spec.mapping:  # (naming leaves of either tree: a leaf the head adds may be mapped to)
+        mapping = load_mapping(spec.mapping, leaves=set(base.tree.leaves()) | set(head.tree.leaves()))
         notes.append(f"trace owners mapped to leaves by {spec.mapping}")
     elif bundled and _fits(mapping := load_mapping(bundled), base):
         notes.append(f"trace owners mapped to leaves by the bundled {bundled.parent.name}/{bundled.name}")
@@ -221,6 +221,12 @@ def prepare_replay(base: Config, head: Config, spec: ReplaySpec) -> Prepared:
         mapping = None
     head_mapping = mapping
     if mapping is not None:
+        base_leaves = set(base.tree.leaves())
+        new = sorted({leaf for leaf in mapping.values() if leaf and leaf not in base_leaves})
+        if new:
+            mapping = {o: (None if leaf in new else leaf) for o, leaf in mapping.items()}
+            notes.append(f"work mapped to {', '.join(new)} (not a leaf in the base) runs "
+                         "unfunded in the base replay")
         head_leaves = set(head.tree.leaves())
         gone = sorted({leaf for leaf in mapping.values() if leaf and leaf not in head_leaves})
         if gone:

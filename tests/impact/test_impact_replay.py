@@ -100,6 +100,25 @@ def test_owners_without_leaves_are_mapped_once_against_the_base_tree(tmp_path):
     assert teams["x"].delivered.before > 0 and teams["y"].delivered.before > 0
 
 
+def test_a_mapping_file_names_leaves_of_either_tree_and_a_new_one_is_unfunded_in_the_base(tmp_path):
+    from engine.errors import UserError
+
+    path = trace_file(tmp_path, ("alice", "bob"), jobs=6, leaf=False)
+    mapping = tmp_path / "map.yaml"
+    mapping.write_text("owners:\n  alice: x\n  bob: z\n")  # z: a leaf the head adds
+    base, head = config({"x": 50.0, "y": 50.0}), config({"x": 40.0, "y": 40.0, "z": 20.0})
+    impact = run_replay(base, head, spec(path, parallel=False, mapping=str(mapping)))
+    teams = {t.team: t for t in impact.teams}
+    assert teams["z"].delivered.before is None and teams["z"].delivered.after > 0
+    assert any("z (not a leaf in the base) runs unfunded in the base replay" in n for n in impact.notes)
+    mapping.write_text("owners:\n  alice: x\n  bob: nosuch\n  carol: lab\n")  # (carol: not in the trace)
+    with pytest.raises(UserError) as err:
+        run_replay(base, head, spec(path, parallel=False, mapping=str(mapping)))
+    assert [(p.file, p.line, p.message) for p in err.value.problems] == [
+        (str(mapping), 3, "'nosuch' is not a leaf of the budget tree"),
+        (str(mapping), 4, "'lab' is not a leaf of the budget tree")]
+
+
 def test_the_default_trace_starts_where_the_default_experiment_does_named_or_not():
     from engine.impact.replay import ReplaySpec
     from engine.impact.window import default_start_day, load_replay_trace

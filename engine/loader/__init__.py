@@ -59,9 +59,15 @@ def _read_dir(source: Source, directory: str, kinds: tuple[str, ...], problems: 
         return [], []
     files = source.list_yaml(directory)
     docs: list[Document] = []
-    for file in files:
+    for file in list(files):
         raw = source.read(file)
-        if raw is None:  # pragma: no cover - listed files exist
+        if raw is None:  # (a link that leads nowhere, a directory, an unreadable file)
+            if directory == "budgets" and file != _budgets.ROOT_FILE:
+                files.remove(file)  # (a file: reference to it says what it is; else no budget file)
+                continue
+            what = source.describe(file) or "not a file"
+            problems.append(Problem(file, 0, 0, f"not a readable YAML file: {what}",
+                                    "make it a YAML file, or remove it", "unreadable"))
             continue
         doc, found = parse(file, raw)
         if doc is not None and overrides and isinstance(doc.data, dict) \

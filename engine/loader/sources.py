@@ -70,12 +70,18 @@ class DirSource:
         base = self.root / directory
         if not base.is_dir():
             return []
-        found = [p for p in base.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES]
+        # (a link that leads nowhere or a directory named like a YAML file is listed too: reading
+        # it says what it is, rather than the file seeming absent)
+        found = [p for p in base.rglob("*") if p.suffix in YAML_SUFFIXES
+                 and (p.is_file() or p.is_symlink() or p.is_dir())]
         return sorted(p.relative_to(self.root).as_posix() for p in found)
 
     def read(self, path: str) -> bytes | None:
         target = self.root / path
-        return target.read_bytes() if target.is_file() else None
+        try:
+            return target.read_bytes() if target.is_file() else None
+        except OSError:  # (unreadable: describe says so)
+            return None
 
     def describe(self, path: str) -> str | None:
         target = self.root / path
@@ -83,6 +89,11 @@ class DirSource:
             return "a directory"
         if target.is_symlink() and not target.exists():  # (exists() follows the link)
             return LEADS_NOWHERE
+        if target.is_file():
+            try:
+                target.read_bytes()
+            except OSError as err:
+                return f"a file that cannot be read ({err.strerror or err})"
         return None
 
 

@@ -193,3 +193,18 @@ def test_a_directory_s_origin_is_its_resolved_path_however_it_was_named(tmp_path
     monkeypatch.chdir(tmp_path)
     origins.add(load_config("cfg").origin)
     assert origins == {str(work.resolve())}
+
+
+def test_a_policy_or_root_file_that_is_a_dead_link_or_a_directory_says_so(tmp_path):
+    """Listed, not skipped: else the message blamed the wrong thing ("no SchedulingPolicy file
+    found", or a count of root files)."""
+    work = tmp_path / "repo"
+    shutil.copytree(BASE, work)
+    (work / "policies" / "scheduling.yaml").unlink()
+    (work / "policies" / "scheduling.yaml").symlink_to("nowhere.yaml")
+    (work / "budgets" / "root.yaml").rename(tmp_path / "root.yaml")
+    (work / "budgets" / "root.yaml").mkdir()
+    assert _problems(work, None) == [
+        "budgets/root.yaml: not a readable YAML file: a directory; make it a YAML file, or remove it",
+        "policies/scheduling.yaml: not a readable YAML file: a symbolic link that leads nowhere (a loop, "
+        "or its target is missing); make it a YAML file, or remove it"]

@@ -73,8 +73,8 @@ def _read_dir(source: Source, directory: str, kinds: tuple[str, ...], problems: 
         if doc is not None and overrides and isinstance(doc.data, dict) \
                 and doc.data.get("kind") == "SchedulingPolicy":
             _override(doc.data, overrides)
-        if doc is not None:
-            found = validate(doc, kinds)
+        if doc is not None:  # (with duplicate keys: checked too, so every problem shows at once)
+            found = found + validate(doc, kinds)
         problems.extend(found)
         if doc is not None and not found:
             docs.append(doc)
@@ -122,8 +122,8 @@ def policy_values(root: str | Path | None, rev: str | None, keys: list[str]) -> 
     source = open_source(root, rev)
     found: dict[str, Any] = {}
     for file in source.list_yaml("policies") if source.has_dir("policies") else []:
-        doc, _ = parse(file, source.read(file) or b"")
-        if doc is None or not isinstance(doc.data, dict) or doc.data.get("kind") != "SchedulingPolicy":
+        doc, refused = parse(file, source.read(file) or b"")
+        if doc is None or refused or not isinstance(doc.data, dict) or doc.data.get("kind") != "SchedulingPolicy":
             continue
         for key in keys:
             node: Any = doc.data

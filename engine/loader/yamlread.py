@@ -136,7 +136,10 @@ def yaml_problem(file: str, err: yaml.YAMLError) -> Problem:
 
 
 def parse(file: str, raw: bytes) -> tuple[Document | None, list[Problem]]:
-    """Parse one YAML file; return the document or the problems that prevent reading it."""
+    """Parse one YAML file; return the document (None when it cannot be read) and its problems.
+    A duplicate key is a problem that leaves a document (its first value kept), so the
+    document's other problems are found in the same run; a caller uses such a document to
+    report them, never as valid."""
     text, problems = decode(file, raw)
     if text is None:
         return None, problems
@@ -164,9 +167,7 @@ def parse(file: str, raw: bytes) -> tuple[Document | None, list[Problem]]:
         doc.data = builder.build(roots[0], ())
     except _Refused as refused:
         return None, [refused.problem]
-    if builder.problems:
-        return None, builder.problems
-    return doc, []
+    return doc, builder.problems
 
 
 def _too_deep(file: str, line: int, column: int) -> Problem:

@@ -127,15 +127,15 @@ def load_mapping(path: str | Path, leaves: Collection[str] | None = None) -> dic
     except OSError as err:
         raise UserError([Problem(str(path), 0, 0, f"cannot read the mapping: {err.strerror or err}",
                                  "give the path of a mapping file (--mapping)")]) from None
-    doc, problems = parse(str(path), raw)
+    doc, refused = parse(str(path), raw)
     if doc is None:
-        raise UserError(problems)
+        raise UserError(refused)
     data = doc.data
     if not isinstance(data, dict) or not isinstance(data.get("owners"), dict):
         raise UserError([doc.problem(("owners",), "a mapping file needs an 'owners' mapping", hint)])
-    problems = [doc.problem((k,), f"unknown field {k!r} in the mapping", hint + " (and trace: "
-                            "or description: as notes)", key=True)
-                for k in data if k not in ("owners", "default", "trace", "description")]
+    problems = refused + [doc.problem((k,), f"unknown field {k!r} in the mapping", hint + " (and trace: "
+                                      "or description: as notes)", key=True)
+                          for k in data if k not in ("owners", "default", "trace", "description")]
     out: dict[str, str | None] = {}
     named: list[tuple[tuple, str, object]] = [(("owners", owner), str(owner), leaf)
                                               for owner, leaf in data["owners"].items()]

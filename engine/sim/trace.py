@@ -317,6 +317,7 @@ def read_trace_file(path: str | Path, name: str | None = None) -> Trace:
         if parsed is None:
             raise UserError([replace(p, hint="a large trace reads faster as .jsonl or .csv")
                              if p.code == "too-large" else p for p in refused])
+        problems.extend(refused)  # (duplicate keys: the rest is read too, every problem at once)
         doc = parsed.data
         if not isinstance(doc, Mapping) or not isinstance(doc.get("tasks"), list):
             raise UserError([Problem(shown, 1, 1, "a trace document needs a 'tasks' list",

@@ -302,7 +302,10 @@ def test_a_mapping_file_is_checked_whole_at_its_lines(tmp_path):
     m.write_text("owners:\n  a: x\n  b: [y]\n  c: unfunded\n  a: z\ndefault: nope\nextra: 1\n")
     with pytest.raises(UserError) as err:
         load_mapping(m, ["x", "z"])
-    assert [(p.line, p.message) for p in err.value.problems][:1] == [(5, "duplicate key 'a' (first written on line 2)")]
+    assert sorted((p.line, p.message) for p in err.value.problems) == [  # (a duplicate hides nothing)
+        (3, "owners.b must be a leaf's name or unfunded, got ['y']"),
+        (5, "duplicate key 'a' (first written on line 2)"), (6, "'nope' is not a leaf of the budget tree"),
+        (7, "unknown field 'extra' in the mapping")]
     m.write_text("owners:\n  a: x\n  b: [y]\n  c: unfunded\ndefault: nope\nextra: 1\n")
     with pytest.raises(UserError) as err:
         load_mapping(m, ["x", "z"])

@@ -76,6 +76,44 @@ def wait_stats(waits: list[float], censored: int) -> dict[str, Any]:
             "p99_s": _r(p99, 1), "mean_s": _r(arr.mean(), 1)}
 
 
+def score_teams(leaves: list[str], shares: list[float], capacity_h: np.ndarray,
+                demand_h: dict, entitled_h: dict, delivered_h: dict) -> tuple[dict[str, Any], tuple]:
+    """Per team (hourly GPU-hours in): its share, demand, entitlement, delivery, ratio and
+    whether it had *enough demand* (demand at least its share of capacity in at least half the
+    hours, a share above 0); and (entitled total, delivered within entitlement, teams with
+    enough demand, of them at least 95% delivered (0.95 itself counts), the worst ratio among
+    them, its team: the first in leaf order on a tie)."""
+    teams: dict[str, Any] = {}
+    ok = enough_n = 0
+    worst: float | None = None
+    worst_team: str | None = None
+    ent_total = deliv_capped = 0.0
+    for leaf, share in zip(leaves, shares):
+        ent = float(entitled_h[leaf].sum())
+        dlv = float(delivered_h[leaf].sum())
+        enough = bool((demand_h[leaf] >= share * capacity_h - 1e-9).mean() >= 0.5) and share > 0
+        ratio = dlv / ent if ent > 0 else None
+        teams[leaf] = {"share": _r(share, 6), "demand_gpu_h": _r(demand_h[leaf].sum(), 2),
+                       "entitled_gpu_h": _r(ent, 2), "delivered_gpu_h": _r(dlv, 2),
+                       "ratio": None if ratio is None else _r(ratio), "enough_demand": enough}
+        ent_total += ent
+        deliv_capped += min(dlv, ent)
+        if enough and ratio is not None:
+            enough_n += 1
+            ok += ratio >= 0.95
+            if worst is None or ratio < worst:
+                worst, worst_team = ratio, leaf
+    return teams, (ent_total, deliv_capped, enough_n, ok, worst, worst_team)
+
+
+def sampled_hours(capacity_h: np.ndarray, span: float) -> np.ndarray:
+    """Which hours of a ``span`` (seconds) are samples of queued demand: not an hour with no
+    healthy GPU, nor a last hour shorter than 30 minutes."""
+    full = capacity_h > 1e-9
+    full[-1] = full[-1] and span - (len(capacity_h) - 1) * 3600.0 >= 1800.0
+    return full
+
+
 def idle_summary(idle: dict[str, float], capacity_gpu_s: float) -> dict[str, Any]:
     """GPU-hours and share of capacity per :data:`engine.sim.idle.BUCKETS` bucket."""
     from engine.sim.idle import BUCKETS
@@ -204,35 +242,17 @@ def compute_metrics(result) -> Metrics:
     entitled_h = entitlement(tree, capacity_h, demand_h)
     before = getattr(result, "charged_before", None) or {}
     charged = {leaf: c - before.get(leaf, 0.0) for leaf, c in result.charged.items()}
-    teams: dict[str, Any] = {}
     waiting = getattr(result, "waiting", None) or {}  # team -> cause -> GPU-s (engine.sim.causes)
-    ok = enough_n = 0
-    worst: float | None = None
-    worst_team: str | None = None  # (the first in leaf order on a tie)
-    ent_total = deliv_capped = 0.0
+    teams, score = score_teams(leaves, [tree.effective_share(leaf) for leaf in leaves], capacity_h,
+                               demand_h, entitled_h, delivered_h)
     for leaf in leaves:
-        share = tree.effective_share(leaf)
-        ent = float(entitled_h[leaf].sum())
-        dlv = float(delivered_h[leaf].sum())
-        enough = bool((demand_h[leaf] >= share * capacity_h - 1e-9).mean() >= 0.5) and share > 0
-        ratio = dlv / ent if ent > 0 else None
-        teams[leaf] = {"share": _r(share, 6), "demand_gpu_h": _r(demand_h[leaf].sum(), 2),
-                       "entitled_gpu_h": _r(ent, 2), "delivered_gpu_h": _r(dlv, 2),
-                       "charged_gpu_h": _r(charged.get(leaf, 0.0) / 3600.0, 2),
-                       "ratio": None if ratio is None else _r(ratio), "enough_demand": enough,
-                       "waiting_gpu_h": {cause: _r(gpu_s / 3600.0, 2) for cause, gpu_s
-                                         in sorted(waiting.get(leaf, {}).items())}}
-        ent_total += ent
-        deliv_capped += min(dlv, ent)
-        if enough and ratio is not None:
-            enough_n += 1
-            ok += ratio >= 0.95
-            if worst is None or ratio < worst:
-                worst, worst_team = ratio, leaf
+        teams[leaf]["charged_gpu_h"] = _r(charged.get(leaf, 0.0) / 3600.0, 2)
+        teams[leaf]["waiting_gpu_h"] = {cause: _r(gpu_s / 3600.0, 2) for cause, gpu_s
+                                        in sorted(waiting.get(leaf, {}).items())}
+    ent_total, deliv_capped, enough_n, ok, worst, worst_team = score
     queued = hourly_integral(r_sub, r_end, r_gpus, hours)  # all work, with a leaf or not
     fails = [f for f in result.failures if f[1] >= lo]
-    full = capacity_h > 1e-9  # (an hour with no healthy GPU: no sample)
-    full[-1] = full[-1] and span - (hours - 1) * 3600.0 >= 1800.0  # nor a last hour under 30 min
+    full = sampled_hours(capacity_h, span)
     qratio = (queued[full] / capacity_h[full]) if full.any() else np.zeros(1)
     summary = {
         "scheduler": result.scheduler,

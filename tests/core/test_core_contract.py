@@ -116,3 +116,10 @@ def test_every_broken_label_is_reported_at_once():
                               "allot.dev/budget: unknown budget 'vision-a2'; did you mean vision-a1?"], 2):
         assert f"({i}) {part}" in text
     assert "(6)" not in text and "'-2' is not a whole number" not in text
+
+
+def test_the_bounds_of_a_min_runtime_and_a_priority_are_inclusive():
+    assert parse_contract(meta(budget="vision-a1", min="8h"), NS, CONFIG).min_runtime_s == 8 * 3600  # = the cap
+    assert parse_contract(meta(budget="vision-a1", prio="1000000"), NS, CONFIG).priority == 1_000_000
+    with pytest.raises(ContractError, match="1000001 is out of range"):
+        parse_contract(meta(budget="vision-a1", prio="1000001"), NS, CONFIG)

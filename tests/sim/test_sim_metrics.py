@@ -9,6 +9,7 @@ from engine.model import BudgetNode, BudgetTree
 from engine.sim.entitlement import entitlement, hourly_integral, waterfill
 from engine.sim.engine import SimOptions
 from engine.sim.experiment import run_experiment
+from engine.sim.metrics import sampled_hours, score_teams, wait_stats
 from engine.sim.prepare import prepare_trace
 from engine.sim.report import write_report
 from engine.sim.synthetic import synthetic_trace
@@ -31,6 +32,16 @@ def test_entitlement_redistributes_to_siblings_first_and_keeps_unallocated_back(
     ent = entitlement(tree, cap, {"p1": np.array([0.0]), "p2": np.array([100.0]),
                                   "q1": np.array([100.0])})
     assert (ent["p1"][0], ent["p2"][0], ent["q1"][0]) == (0.0, 50.0, 50.0)
+    # the part a manager left unallocated is nobody's entitlement, even when both children want more
+    tree = BudgetTree.build([BudgetNode("r", None, 100), BudgetNode("p", "r", 100, unallocated_pct=20),
+                             BudgetNode("p1", "p", 40), BudgetNode("p2", "p", 40)])
+    ent = entitlement(tree, cap, {"p1": np.array([100.0]), "p2": np.array([100.0])})
+    assert (ent["p1"][0], ent["p2"][0]) == pytest.approx((40.0, 40.0))
+
+
+def test_wait_percentiles_interpolate_between_waits():
+    stats = wait_stats([0.0, 10.0, 20.0, 30.0], 1)
+    assert stats == {"n": 4, "censored": 1, "p50_s": 15.0, "p90_s": 27.0, "p99_s": 29.7, "mean_s": 15.0}
 
 
 def test_hourly_integral_is_exact_for_partial_hours():
@@ -208,3 +219,30 @@ def test_the_report_writes_the_window_as_it_is_given():
 
     assert _window_text([3628800.0, 3758400.0]) == "42d to 43d12h of the trace"  # --window 42d:43d12h
     assert _window_text(None) == "the whole trace"
+
+
+def test_team_scores_at_their_boundaries():
+    """Enough demand at exactly half the hours; 95% itself counts; the worst on a tie is the
+    first in leaf order."""
+    cap = np.full(4, 100.0)
+    hours = lambda *v: np.array(v, float)  # noqa: E731
+    demand = {"a": hours(50, 50, 0, 0), "b": hours(50, 0, 0, 0), "c": hours(100, 100, 100, 100),
+              "d": hours(100, 100, 100, 100)}
+    entitled = {"a": hours(50, 50, 0, 0), "b": hours(50, 0, 0, 0), "c": hours(25, 25, 25, 25),
+                "d": hours(25, 25, 25, 25)}
+    delivered = {"a": hours(47.5, 47.5, 0, 0), "b": hours(10, 0, 0, 0), "c": hours(20, 20, 20, 20),
+                 "d": hours(20, 20, 20, 20)}
+    teams, score = score_teams(["a", "b", "c", "d"], [0.5, 0.5, 0.25, 0.25], cap, demand, entitled,
+                               delivered)
+    assert [teams[t]["enough_demand"] for t in "abcd"] == [True, False, True, True]  # a: 2 of 4 hours
+    assert teams["a"]["ratio"] == 0.95 and teams["c"]["ratio"] == teams["d"]["ratio"] == 0.8
+    ent_total, within, enough, at_95, worst, worst_team = score
+    assert (enough, at_95, worst, worst_team) == (3, 1, 0.8, "c")
+    assert (ent_total, within) == (350.0, 95.0 + 10.0 + 80.0 + 80.0)
+
+
+def test_a_last_hour_of_half_an_hour_is_a_sample_and_a_shorter_one_is_not():
+    cap = np.array([100.0, 100.0])
+    assert sampled_hours(cap.copy(), 3600 + 1800).tolist() == [True, True]
+    assert sampled_hours(cap.copy(), 3600 + 1799).tolist() == [True, False]
+    assert sampled_hours(np.array([0.0, 100.0]), 7200).tolist() == [False, True]  # (no healthy GPU)

@@ -206,10 +206,10 @@ def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
     for name in ("id", "owner", "leaf", "cluster", "class"):
         if isinstance(rec.get(name), (list, dict, bool)):
             problems.append(f"{name} must be text, got {type(rec[name]).__name__} {rec[name]!r}")
-    if problems:
-        return None, problems
-    submit = _num(rec["submit"], "submit", problems)
-    runtime = _num(rec["runtime"], "runtime", problems)
+    # (the fields present are read on, so a row's every problem shows at once)
+    given = lambda name: rec.get(name) not in (None, "")  # noqa: E731
+    submit = _num(rec["submit"], "submit", problems) if given("submit") else None
+    runtime = _num(rec["runtime"], "runtime", problems) if given("runtime") else None
     # (absent or blank: 1; a 0 is refused like any count below 1, as the schema says)
     pods = _num(_or_one(rec.get("pods")), "pods", problems, integer=True, minimum=1)
     gpp = _num(_or_one(rec.get("gpus_per_pod")), "gpus_per_pod", problems, integer=True, minimum=1)
@@ -217,7 +217,7 @@ def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
     min_rt = None if raw_min in (None, "") else _num(raw_min, "min_runtime", problems)
     prio = _num(rec.get("priority") or 0, "priority", problems, integer=True, minimum=-10**9)
     resumable = _bool(rec.get("resumable"), problems)
-    klass = _opt(rec.get("class"))
+    klass = None if isinstance(rec.get("class"), (list, dict, bool)) else _opt(rec.get("class"))
     if klass is not None and klass not in CLASSES:
         problems.append(f"class must be one of {', '.join(CLASSES)}, got {klass!r}")
     if problems:

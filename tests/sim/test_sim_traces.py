@@ -133,6 +133,16 @@ def test_a_generic_csv_value_that_cannot_be_read_names_its_field_and_column(tmp_
         "submit must be seconds or an ISO timestamp, got 'yesterday'"]
 
 
+def test_a_row_missing_a_field_still_has_its_other_fields_checked(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("id,submit,runtime,owner,gpus_per_pod\nj1,0,1e400,,1.5\n")
+    with pytest.raises(UserError) as err:
+        read_trace_file(path)
+    assert sorted(p.message for p in err.value.problems) == [
+        "gpus_per_pod must be a whole number, got '1.5'", "missing required field 'owner'",
+        "runtime must be finite, got '1e400'"]
+
+
 def test_past_200_problems_the_rest_are_counted_not_dropped(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("id,submit,runtime,owner\n" + "".join(f"j{i},0,x,red\n" for i in range(250)))

@@ -135,6 +135,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _duration(flag: str, text: str, hint: str) -> float:
+    """``text`` (a flag's duration; ``0`` or empty: 0) in seconds, or its problem."""
+    try:
+        return parse_duration(text) if text not in ("", "0") else 0.0
+    except ValueError as err:
+        raise UserError([Problem(flag, 0, 0, str(err), hint)]) from None
+
+
 def _window(text: str) -> tuple[float, float | None]:
     start, sep, end = text.partition(":")
     try:
@@ -173,8 +181,9 @@ def knob_values(settings: list[str]) -> dict[str, object]:
 SYNTHETIC_TASKS = 20000  # --tasks of a synthetic trace
 
 
-def _check_trace_flags(args: argparse.Namespace) -> None:
-    """A flag that does nothing for the chosen trace is a mistake to report, not to ignore."""
+def _check_trace_flags(args: argparse.Namespace) -> list[Problem]:
+    """A flag that does nothing for the chosen trace is a mistake to report, not to ignore: the
+    problems."""
     if args.trace == "synthetic":
         given = [flag for flag, value in (("--window", args.window), ("--warmup", args.warmup),
                                           ("--mapping", args.mapping), ("--columns", args.columns),
@@ -182,9 +191,9 @@ def _check_trace_flags(args: argparse.Namespace) -> None:
                  if value is not None] + (["--tree"] if args.tree != "repo" else [])
         hint = "drop it; a synthetic trace is generated for the config's leaves (--days, --tasks)"
         if args.demand_ratio == 0:  # ("keep the trace's rate": a generated trace has none)
-            raise UserError([Problem("--demand-ratio", 0, 0, "0 keeps a trace's own rate, and a synthetic "
-                                     "trace has none: it is generated to offer a ratio",
-                                     "give a ratio above 0 (1.1 when not given)", "usage")])
+            return [Problem("--demand-ratio", 0, 0, "0 keeps a trace's own rate, and a synthetic "
+                            "trace has none: it is generated to offer a ratio",
+                            "give a ratio above 0 (1.1 when not given)", "usage")]
     else:
         given = ["--tasks"] if args.tasks is not None else []
         hint = "drop it, or use --trace synthetic"
@@ -202,8 +211,7 @@ def _check_trace_flags(args: argparse.Namespace) -> None:
             problems.append(Problem("--mapping", 0, 0, f"does not apply with --tree {args.tree}",
                                     "a derived tree has a leaf per trace owner, each owner mapped to its "
                                     "own: drop --mapping, or use --tree repo", "usage"))
-    if problems:
-        raise UserError(problems)
+    return problems
 
 
 def bundled_traces() -> tuple[str, ...]:
@@ -292,32 +300,47 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     from engine.sim.prepare import cut, derive_tree, leaf_names, prepare_trace
     from engine.sim.synthetic import synthetic_trace
 
-    _check_trace_flags(args)
-    config = (load_with_settings(args.root, args.rev, args.set) if overrides is None
-              else load_config(args.root, rev=args.rev, overrides=overrides))
+    # every flag checked before any is refused, so one run shows all their problems
+    problems = _check_trace_flags(args)
+
+    def gathered(check):
+        try:
+            return check()
+        except UserError as err:
+            problems.extend(err.problems)
+            return None
+
+    config = gathered(lambda: load_with_settings(args.root, args.rev, args.set) if overrides is None
+                      else load_config(args.root, rev=args.rev, overrides=overrides))
     bundled = args.trace in BUNDLED and not args.trace_format
     cluster = args.cluster if args.cluster is not None else (DEFAULT["cluster"] if bundled else None)
-    config = with_clusters(config, cluster)
+    if config is not None:
+        config = gathered(lambda: with_clusters(config, cluster))
     window = args.window if args.window is not None else (
         DEFAULT["window"] if args.trace == DEFAULT["trace"] and not args.trace_format else None)
     ratio = args.demand_ratio if args.demand_ratio is not None else DEFAULT["demand_ratio"]
+    if args.trace != "synthetic":
+        columns = gathered(lambda: column_mapping(args.columns) if args.columns else None)
+        warmup = args.warmup if args.warmup is not None else (
+            DEFAULT["warmup"] if args.trace == DEFAULT["trace"] and not args.trace_format else "0")
+        lead = gathered(lambda: _duration("--warmup", warmup, "write a duration, e.g. 2d or 36h")) or 0.0
+        bounds = gathered(lambda: _window(window)) if window else (0.0, None)
+        if args.mapping is not None and not Path(args.mapping).is_file():
+            problems.append(Problem(args.mapping, 0, 0, "no mapping file here",
+                                    "give the path of a mapping file (--mapping): owners: {<trace owner>: "
+                                    "<budget leaf>}", "missing"))
+    if problems or config is None:
+        raise UserError(problems)
     if args.trace == "synthetic":
         days = args.days or 7.0
         trace = synthetic_trace(config, days=days, tasks=args.tasks or SYNTHETIC_TASKS,
                                 demand_ratio_target=ratio,
                                 seed=args.seed)
         return config, prepare_trace(trace, config, seed=args.seed)
-    columns = column_mapping(args.columns) if args.columns else None
     trace = load_trace(args.trace, fmt=args.trace_format, columns=columns)
-    warmup = args.warmup if args.warmup is not None else (
-        DEFAULT["warmup"] if args.trace == DEFAULT["trace"] and not args.trace_format else "0")
-    try:
-        lead = parse_duration(warmup) if warmup not in ("", "0") else 0.0
-    except ValueError as err:
-        raise UserError([Problem("--warmup", 0, 0, str(err), "write a duration, e.g. 2d or 36h")]) from None
     span = trace.span
     if window or args.days or lead:
-        a, b = _window(window) if window else (0.0, None)
+        a, b = bounds
         if args.days:
             b = a + args.days * 86400.0
         trace = cut(trace, a, b, lead)
@@ -416,11 +439,15 @@ def run(args: argparse.Namespace) -> int:
     args.baseline = args.baseline or DEFAULT["baseline"]
     baselines = [b.strip() for b in args.baseline.split(",") if b.strip() and b.strip() != "none"]
     bad = [b for b in baselines if b not in NAMES or b == "budget"]
-    if bad:
-        raise UserError([Problem("--baseline", 0, 0, f"unknown baseline(s) {', '.join(bad)}",
-                                 "choose from legacy, monopoly, none")])
+    refused = [Problem("--baseline", 0, 0, f"unknown baseline(s) {', '.join(bad)}",
+                       "choose from legacy, monopoly, none")] if bad else []
     t0 = time.monotonic()
-    config, trace = build_experiment_inputs(args)
+    try:
+        config, trace = build_experiment_inputs(args)
+    except UserError as err:  # (with a bad --baseline: every problem at once)
+        raise UserError(refused + list(err.problems)) from None
+    if refused:
+        raise UserError(refused)
     output_dir("--out", args.out)  # before the simulation; not made when the inputs are refused
     names = ["budget", *baselines]
     progress = Progress(args.progress or sys.stderr.isatty(), names)

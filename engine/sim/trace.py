@@ -220,7 +220,7 @@ def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
     klass = None if isinstance(rec.get("class"), (list, dict, bool)) else _opt(rec.get("class"))
     if klass is not None and klass not in CLASSES:
         problems.append(f"class must be one of {', '.join(CLASSES)}, got {klass!r}")
-    if problems:
+    if problems or submit is None or runtime is None:  # (a missing one is among the problems)
         return None, problems
     return Task(id=str(rec["id"]).strip(), submit=submit, pods=pods, gpus_per_pod=gpp,
                 runtime=runtime, owner=str(rec["owner"]).strip(), leaf=_opt(rec.get("leaf")),

@@ -245,3 +245,17 @@ def test_what_a_preemption_costs_is_set_by_flags_recorded_and_replayed(tmp_path,
     with pytest.raises(SystemExit) as stop:  # (a usage error, argparse's)
         main(["simulate", "--checkpoint-loss=-1m"])
     assert stop.value.code == 2 and "is negative" in capsys.readouterr().err
+
+
+def test_every_bad_flag_is_reported_in_one_run(tmp_path, capsys):
+    rc = main(["simulate", "--root", str(ROOT), "--out", str(tmp_path / "r"), "--set", "foo=1",
+               "--window", "5d:1d", "--warmup", "1hr", "--mapping", str(tmp_path / "none.yaml"),
+               "--baseline", "foo"])
+    assert rc == 1
+    flags = [line.split(":")[0] for line in capsys.readouterr().err.splitlines()[:-1]]
+    assert flags == ["--baseline", "--set", "--warmup", "--window", str(tmp_path / "none.yaml")]
+    rc = main(["simulate", "--root", str(ROOT), "--out", str(tmp_path / "r"), "--cluster", "h200",
+               "--columns", "submit", "--trace", "philly"])
+    assert rc == 1
+    assert [line.split(":")[0] for line in capsys.readouterr().err.splitlines()[:-1]] == [
+        "--cluster", "--columns", "--columns"]

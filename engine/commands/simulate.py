@@ -155,9 +155,9 @@ def _window(text: str) -> tuple[float, float | None]:
     return a, b
 
 
-def knob_values(settings: list[str]) -> dict[str, object]:
+def knob_values(settings: list[str], flag: str = "--set") -> dict[str, object]:
     """``--set KNOB=VALUE`` flags as {knob: value}, each value read as YAML (``true``, ``0.1``,
-    ``7d``), as it would be in the file."""
+    ``7d``), as it would be in the file; problems name ``flag``."""
     import yaml
 
     out: dict[str, object] = {}
@@ -165,13 +165,13 @@ def knob_values(settings: list[str]) -> dict[str, object]:
     for item in settings:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            problems.append(Problem("--set", 0, 0, f"{item!r} is not KNOB=VALUE",
-                                    "write e.g. --set placement.loans=true", "usage"))
+            problems.append(Problem(flag, 0, 0, f"{item!r} is not KNOB=VALUE",
+                                    f"write e.g. {flag} placement.loans=true", "usage"))
             continue
         try:
             out[key.strip()] = yaml.safe_load(text)
         except yaml.YAMLError:
-            problems.append(Problem("--set", 0, 0, f"{item!r}: the value is not YAML",
+            problems.append(Problem(flag, 0, 0, f"{item!r}: the value is not YAML",
                                     "quote it the way the policy file would", "usage"))
     if problems:
         raise UserError(problems)

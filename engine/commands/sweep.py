@@ -123,9 +123,16 @@ def check(args: argparse.Namespace, grid: list[list[tuple[str, str]]]) -> list[d
 
     values = dict.fromkeys((k, v) for point in grid for k, v in point)  # (in order, once each)
     for k, v in values:
-        found = refused([(k, v)], {**base, **knob_values([f"{k}={v}"])})
+        try:
+            mine = knob_values([f"{k}={v}"], "--sweep")
+        except UserError as err:  # (not YAML: said, and the other values still checked)
+            problems += err.problems
+            continue
+        found = refused([(k, v)], {**base, **mine})
         problems += [p for p in found if p not in problems]  # (an unknown knob: once)
-    overrides = [{**base, **knob_values([f"{k}={v}" for k, v in point])} for point in grid]
+    if problems:
+        raise UserError(problems)
+    overrides = [{**base, **knob_values([f"{k}={v}" for k, v in point], "--sweep")} for point in grid]
     if not problems and len(grid[0]) > 1:
         for point, mine in zip(grid, overrides):
             problems += refused(point, mine)

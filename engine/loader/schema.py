@@ -93,7 +93,10 @@ def validate(doc: Document, expected: tuple[str, ...]) -> list[Problem]:
 def _first_sentence(text: str) -> str:
     """The first sentence of a schema description, used as the hint of a problem."""
     head = re.split(r"\.\s+(?=[A-Z])", text)[0].strip().rstrip(".")  # (not at "e.g. `7d`")
-    return head[0].lower() + head[1:] if head else ""
+    if not head:
+        return ""
+    # lower-case the first letter as a hint reads mid-line, unless it starts an acronym (GPUs)
+    return head if head[1:2].isupper() else head[0].lower() + head[1:]
 
 
 def _problems(doc: Document, error: ValidationError) -> list[Problem]:

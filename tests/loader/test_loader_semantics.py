@@ -130,3 +130,10 @@ def test_a_schema_description_gives_its_whole_first_sentence_as_the_hint():
     assert _first_sentence("A duration: parts, e.g. `7d`, `8h`; units w, d. More here.") == \
         "a duration: parts, e.g. `7d`, `8h`; units w, d"
     assert _first_sentence("") == ""
+
+
+def test_a_schema_hint_reads_mid_line_but_keeps_an_acronym():
+    from engine.loader.schema import _first_sentence
+
+    assert _first_sentence("Nodes in the cluster. More words.") == "nodes in the cluster"
+    assert _first_sentence("GPUs per node, e.g. 8. Whole numbers.") == "GPUs per node, e.g. 8"

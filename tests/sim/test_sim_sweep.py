@@ -113,6 +113,9 @@ def test_refusals_are_reported_at_once_and_nothing_runs(tmp_path, capsys):
          ["placement.reservationShare: 0.1 given twice"]),
         (["--sweep", "placement.loans=true,false", "--trace", str(tmp_path / "missing.csv")],
          ["trace file not found"]),
+        (["--sweep", "fairShare.lookback=1hr,[1,2"],  # (a value not YAML hides no other problem)
+         ["--sweep: 'fairShare.lookback=[1,2': the value is not YAML",
+          "--sweep: fairShare.lookback=1hr: ", "2 problems found"]),
     ]
     for extra, words in cases:
         assert main([*flags, *extra]) == 1, extra

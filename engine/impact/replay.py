@@ -220,19 +220,16 @@ def prepare_replay(base: Config, head: Config, spec: ReplaySpec) -> Prepared:
     else:
         mapping = None
     head_mapping = mapping
-    if mapping is not None:
-        base_leaves = set(base.tree.leaves())
-        new = sorted({leaf for leaf in mapping.values() if leaf and leaf not in base_leaves})
-        if new:
-            mapping = {o: (None if leaf in new else leaf) for o, leaf in mapping.items()}
-            notes.append(f"work mapped to {', '.join(new)} (not a leaf in the base) runs "
-                         "unfunded in the base replay")
-        head_leaves = set(head.tree.leaves())
-        gone = sorted({leaf for leaf in mapping.values() if leaf and leaf not in head_leaves})
-        if gone:
-            head_mapping = {o: (None if leaf in gone else leaf) for o, leaf in mapping.items()}
-            notes.append(f"work mapped to {', '.join(gone)} (not a leaf in the head) runs "
-                         "unfunded in the head replay")
+    if mapping is not None:  # (each side: work mapped to a leaf it lacks runs unfunded there)
+        both = mapping
+        for side, cfg in (("base", base), ("head", head)):
+            leaves = set(cfg.tree.leaves())
+            outside = sorted({leaf for leaf in both.values() if leaf and leaf not in leaves})
+            if outside:
+                kept = {o: (None if leaf in outside else leaf) for o, leaf in both.items()}
+                mapping, head_mapping = (kept, head_mapping) if side == "base" else (mapping, kept)
+                notes.append(f"work mapped to {', '.join(outside)} (not a leaf in the {side}) runs "
+                             f"unfunded in the {side} replay")
     head_window = window
     explicit_gone = sorted({t.leaf for t in window.tasks if t.leaf}
                            - set(head.tree.leaves()))

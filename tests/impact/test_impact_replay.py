@@ -111,7 +111,15 @@ def test_a_mapping_file_names_leaves_of_either_tree_and_a_new_one_is_unfunded_in
     teams = {t.team: t for t in impact.teams}
     assert teams["z"].delivered.before is None and teams["z"].delivered.after > 0
     assert any("z (not a leaf in the base) runs unfunded in the base replay" in n for n in impact.notes)
-    mapping.write_text("owners:\n  alice: x\n  bob: nosuch\n  carol: lab\n")  # (carol: not in the trace)
+    # y (in the base only) and z (in the head only): each side funds its own
+    path = trace_file(tmp_path, ("alice", "bob", "carol"), jobs=6, leaf=False)
+    mapping.write_text("owners:\n  alice: x\n  bob: z\n  carol: y\n")
+    impact = run_replay(base, config({"x": 50.0, "z": 50.0}), spec(path, parallel=False,
+                                                                     mapping=str(mapping)))
+    teams = {t.team: t for t in impact.teams}
+    assert teams["z"].delivered.before is None and teams["z"].delivered.after > 0
+    assert teams["y"].delivered.before > 0 and teams["y"].delivered.after is None
+    mapping.write_text("owners:\n  alice: x\n  bob: nosuch\n  carol: lab\n")
     with pytest.raises(UserError) as err:
         run_replay(base, head, spec(path, parallel=False, mapping=str(mapping)))
     assert [(p.file, p.line, p.message) for p in err.value.problems] == [

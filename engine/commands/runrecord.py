@@ -20,7 +20,7 @@ what reproduces it instead:
   once.
 
 :func:`replay` rebuilds the run's inputs through the code that built them
-(:func:`~engine.commands.simulate.build_experiment_inputs`,
+(:func:`~engine.commands.siminputs.build_experiment_inputs`,
 :func:`~engine.impact.replay.prepare_replay`) and runs the budget scheduler alone up to the
 instant asked for; the view state there (:func:`engine.views.simstate.state_from_sim`) is the
 one that run's pass saw. Times are seconds of the run, as in ``allot simulate``'s
@@ -206,7 +206,7 @@ def sources(rec: dict[str, Any], root: str | None = None) -> dict[str, Any]:
     the views keep a state of the run (:mod:`engine.views.source`), so that a kept state is
     never shown for inputs that changed: the replay then refuses, saying what changed. Values
     that cannot be read give None (the replay says why)."""
-    from engine.commands.simulate import load_with_settings
+    from engine.commands.siminputs import load_with_settings
 
     flags = rec.get("flags", {})
     out: dict[str, Any] = {}
@@ -249,7 +249,7 @@ def _simulate_inputs(rec: dict[str, Any]) -> tuple[Config, Any, int, SimOptions,
     """(config, prepared trace, seed, simulator options, what each fingerprint stands for) of
     an ``allot simulate`` record, built as that command built them."""
     from engine.cli import build_parser
-    from engine.commands.simulate import build_experiment_inputs, sim_options
+    from engine.commands.siminputs import build_experiment_inputs, sim_options
 
     parser = build_parser()
     args = parser.parse_args(["simulate"])

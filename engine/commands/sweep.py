@@ -39,8 +39,9 @@ from typing import Any, Callable
 
 from engine.commands import output_dir, remove_outputs, runrecord
 from engine.commands.progress import bar
-from engine.commands.simulate import (Progress, build_experiment_inputs, knob_problems, knob_values,
-                                      load_with_settings, sim_options)
+from engine.commands.siminputs import (build_experiment_inputs, knob_problems, knob_values,
+                                       load_with_settings, sim_options)
+from engine.commands.simulate import Progress
 from engine.errors import Problem, UserError
 
 DEFAULT_OUT = "allot-sweep"

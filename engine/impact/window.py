@@ -50,7 +50,7 @@ def bundled_mapping(name: str):
 def default_start_day() -> float:
     """Where the simulator's embedded default experiment starts its window of the default
     trace (``allot simulate``'s ``DEFAULT["window"]``), in days."""
-    from engine.commands.simulate import DEFAULT
+    from engine.commands.siminputs import DEFAULT
     from engine.durations import parse_duration
 
     return parse_duration(DEFAULT["window"].split(":")[0]) / 86400.0

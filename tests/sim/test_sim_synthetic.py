@@ -65,7 +65,7 @@ def test_teams_burst_nodes_fail_and_a_seed_gives_the_same_trace(config):
 def test_allot_simulate_says_when_the_load_asked_is_out_of_reach(config):
     from argparse import Namespace
 
-    from engine.commands.simulate import synthetic_shortfall
+    from engine.commands.siminputs import synthetic_shortfall
 
     crowded = synthetic_trace(config, days=7, tasks=20000, demand_ratio_target=1.1, seed=0)
     note = synthetic_shortfall(crowded.meta, Namespace(demand_ratio=None, tasks=20000))

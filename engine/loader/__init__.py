@@ -139,9 +139,13 @@ def _is_knob(key: str) -> bool:
     node: Any = validator_for("SchedulingPolicy").schema
     for part in key.split("."):
         props = node.get("properties") if isinstance(node, dict) else None
-        if not props or part not in props or part in ("apiVersion", "kind"):
+        entry = node.get("additionalProperties") if isinstance(node, dict) else None
+        if props and part in props and part not in ("apiVersion", "kind"):
+            node = props[part]
+        elif not props and isinstance(entry, dict):  # an entry of a map (billing.weights.b200)
+            node = entry
+        else:
             return False
-        node = props[part]
     return node.get("type") != "object"
 
 

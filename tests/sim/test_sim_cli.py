@@ -259,3 +259,18 @@ def test_every_bad_flag_is_reported_in_one_run(tmp_path, capsys):
     assert rc == 1
     assert [line.split(":")[0] for line in capsys.readouterr().err.splitlines()[:-1]] == [
         "--cluster", "--columns", "--columns"]
+
+
+def test_set_reaches_an_entry_of_a_map_knob(tmp_path, capsys):
+    """``billing.weights`` is a map: ``--set billing.weights.b200=2`` sets one entry, checked as
+    the file's are; the map itself is no knob."""
+    from engine.commands.siminputs import load_with_settings
+
+    config = load_with_settings(str(ROOT), None, ["billing.weights.b200=2"])
+    assert config.policy.billing_weight("b200") == 2.0 and config.policy.billing_weight("h100") == 1.0
+    for bad, words in ((["billing.weights.h100=0"], "billing.weights.h100 is 0, must be > 0"),
+                       (["billing.weights.x999=2"], "billing weight for GPU type 'x999', which no cluster has"),
+                       (["billing.weights=2"], "'billing.weights' is not a knob")):
+        rc = main(["simulate", "--root", str(ROOT), "--trace", str(trace_file(tmp_path)),
+                   *[a for b in bad for a in ("--set", b)]])
+        assert rc == 1 and words in capsys.readouterr().err, bad

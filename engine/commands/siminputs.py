@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from engine.durations import approx_duration, parse_duration
 from engine.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from engine.sim.options import SimOptions
 
 
 class Defaults(TypedDict):
@@ -84,9 +87,9 @@ def knob_values(settings: list[str], flag: str = "--set") -> dict[str, object]:
 SYNTHETIC_TASKS = 20000  # --tasks of a synthetic trace
 
 
-def _check_trace_flags(args: argparse.Namespace) -> list[Problem]:
-    """A flag that does nothing for the chosen trace is a mistake to report, not to ignore: the
-    problems."""
+def _check_trace_flags(args: argparse.Namespace, bundled: bool) -> list[Problem]:
+    """A flag that does nothing for the chosen trace (``bundled``: a bundled one, by name) is a
+    mistake to report, not to ignore: the problems."""
     if args.trace == "synthetic":
         given = [flag for flag, value in (("--window", args.window), ("--warmup", args.warmup),
                                           ("--mapping", args.mapping), ("--columns", args.columns),
@@ -97,30 +100,22 @@ def _check_trace_flags(args: argparse.Namespace) -> list[Problem]:
             return [Problem("--demand-ratio", 0, 0, "0 keeps a trace's own rate, and a synthetic "
                             "trace has none: it is generated to offer a ratio",
                             "give a ratio above 0 (1.1 when not given)", "usage")]
-    else:
-        given = ["--tasks"] if args.tasks is not None else []
-        hint = "drop it, or use --trace synthetic"
-    problems = [Problem(flag, 0, 0, f"does not apply to --trace {args.trace}", hint, "usage")
+        return [Problem(flag, 0, 0, f"does not apply to --trace {args.trace}", hint, "usage")
                 for flag in given]
-    if args.trace != "synthetic":
-        if args.columns is not None and args.trace_format not in (None, "generic"):
-            problems.append(Problem("--columns", 0, 0, f"does not apply to --trace-format {args.trace_format}",
-                                    "--columns maps the columns of a generic CSV: drop it, or use "
-                                    "--trace-format generic", "usage"))
-        elif args.columns is not None and args.trace in bundled_traces() and args.trace_format is None:
-            problems.append(Problem("--columns", 0, 0, f"does not apply to the bundled trace {args.trace}",
-                                    "--columns maps the columns of your own CSV: drop it", "usage"))
-        if args.mapping is not None and args.tree != "repo":
-            problems.append(Problem("--mapping", 0, 0, f"does not apply with --tree {args.tree}",
-                                    "a derived tree has a leaf per trace owner, each owner mapped to its "
-                                    "own: drop --mapping, or use --tree repo", "usage"))
+    problems = [Problem("--tasks", 0, 0, f"does not apply to --trace {args.trace}",
+                        "drop it, or use --trace synthetic", "usage")] if args.tasks is not None else []
+    if args.columns is not None and args.trace_format not in (None, "generic"):
+        problems.append(Problem("--columns", 0, 0, f"does not apply to --trace-format {args.trace_format}",
+                                "--columns maps the columns of a generic CSV: drop it, or use "
+                                "--trace-format generic", "usage"))
+    elif args.columns is not None and bundled:
+        problems.append(Problem("--columns", 0, 0, f"does not apply to the bundled trace {args.trace}",
+                                "--columns maps the columns of your own CSV: drop it", "usage"))
+    if args.mapping is not None and args.tree != "repo":
+        problems.append(Problem("--mapping", 0, 0, f"does not apply with --tree {args.tree}",
+                                "a derived tree has a leaf per trace owner, each owner mapped to its "
+                                "own: drop --mapping, or use --tree repo", "usage"))
     return problems
-
-
-def bundled_traces() -> tuple[str, ...]:
-    from engine.sim.importers import BUNDLED
-
-    return tuple(BUNDLED)
 
 
 _COLUMN_FIELDS = ("submit", "runtime", "owner", "gpus", "pods", "gpus_per_pod", "id", "leaf",
@@ -204,7 +199,8 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     from engine.sim.synthetic import synthetic_trace
 
     # every flag checked before any is refused, so one run shows all their problems
-    problems = _check_trace_flags(args)
+    bundled = args.trace in BUNDLED and not args.trace_format
+    problems = _check_trace_flags(args, bundled)
 
     def gathered(check):
         try:
@@ -215,17 +211,15 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
 
     config = gathered(lambda: load_with_settings(args.root, args.rev, args.set) if overrides is None
                       else load_config(args.root, rev=args.rev, overrides=overrides))
-    bundled = args.trace in BUNDLED and not args.trace_format
     cluster = args.cluster if args.cluster is not None else (DEFAULT["cluster"] if bundled else None)
     if config is not None:
         config = gathered(lambda: with_clusters(config, cluster))
-    window = args.window if args.window is not None else (
-        DEFAULT["window"] if args.trace == DEFAULT["trace"] and not args.trace_format else None)
+    default_trace = args.trace == DEFAULT["trace"] and not args.trace_format  # (its window, warm-up)
+    window = args.window if args.window is not None else (DEFAULT["window"] if default_trace else None)
     ratio = args.demand_ratio if args.demand_ratio is not None else DEFAULT["demand_ratio"]
     if args.trace != "synthetic":
         columns = gathered(lambda: column_mapping(args.columns) if args.columns else None)
-        warmup = args.warmup if args.warmup is not None else (
-            DEFAULT["warmup"] if args.trace == DEFAULT["trace"] and not args.trace_format else "0")
+        warmup = args.warmup if args.warmup is not None else (DEFAULT["warmup"] if default_trace else "0")
         lead = gathered(lambda: _duration("--warmup", warmup, "write a duration, e.g. 2d or 36h")) or 0.0
         bounds = gathered(lambda: _window(window)) if window else (0.0, None)
         if args.mapping is not None and not Path(args.mapping).is_file():
@@ -242,13 +236,14 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
         return config, prepare_trace(trace, config, seed=args.seed)
     trace = load_trace(args.trace, fmt=args.trace_format, columns=columns)
     span = trace.span
-    if window or args.days or lead:
+    cut_out = bool(window or args.days or lead)  # (a part of the trace is replayed)
+    if cut_out:
         a, b = bounds
         if args.days:
             b = a + args.days * 86400.0
         trace = cut(trace, a, b, lead)
     if not trace.tasks:
-        if window or args.days or lead:
+        if cut_out:
             problem = Problem(str(args.trace), 0, 0, "the part of the trace replayed (--window, --days) "
                               "holds no GPU work", f"choose a part with jobs in it: the trace's jobs are "
                               f"submitted over its first {approx_duration(span)}", "empty")
@@ -279,17 +274,19 @@ def synthetic_shortfall(meta: dict, args: argparse.Namespace) -> str:
     got = float(meta["offered"])
     if abs(got - want) <= 0.01 * want:
         return ""
+    from engine.sim.synthetic import LARGE_RUNTIME, SMALL_RUNTIME
+
     if got > want:
-        why = ("at their shortest runtimes (small work 16 min, large gangs 2 h) offer that much; "
-               "ask for fewer --tasks or more --days")
+        why = (f"at their shortest runtimes (small work {SMALL_RUNTIME[0] / 60:g} min, large gangs "
+               f"{LARGE_RUNTIME[0] / 3600:g} h) offer that much; ask for fewer --tasks or more --days")
     else:
-        why = ("at their longest runtimes (small work 3 days, large gangs 24 h) offer only that; "
-               "ask for more --tasks")
+        why = (f"at their longest runtimes (small work {SMALL_RUNTIME[1] / 86400:g} days, large gangs "
+               f"{LARGE_RUNTIME[1] / 3600:g} h) offer only that; ask for more --tasks")
     return (f"the synthetic trace offers {got:.2f}x the capacity, not the {want:g}x asked: "
             f"its {args.tasks or SYNTHETIC_TASKS} tasks {why}")
 
 
-def sim_options(args: argparse.Namespace, **more):
+def sim_options(args: argparse.Namespace, **more) -> SimOptions:
     """The simulator's options the flags give (cadence, what a preemption costs)."""
     from engine.sim.options import SimOptions
 

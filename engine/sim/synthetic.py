@@ -29,6 +29,10 @@ from engine.model import Config
 from engine.sim.prepare import capacity
 from engine.sim.trace import NodeFailure, Task, Trace
 
+# the runtime ranges (seconds) non-debug work keeps at any offered load (module docstring)
+SMALL_RUNTIME = (960.0, 3 * 86400.0)  # above the 15-min debug limit: never read as debug work
+LARGE_RUNTIME = (2 * 3600.0, 24 * 3600.0)
+
 
 def synthetic_trace(config: Config, *, days: float = 7.0, tasks: int = 5000,
                     demand_ratio_target: float = 1.2, seed: int = 0, debug_share: float = 0.3,
@@ -57,12 +61,12 @@ def synthetic_trace(config: Config, *, days: float = 7.0, tasks: int = 5000,
                                       else c.nodes) for c in config.policy.clusters)
     sizes = [g for g in (64, 64, 128, 256) if g <= biggest] or [biggest]
     gpus = np.where(is_large, rng.choice(sizes, size=tasks), gpus)
-    runtime = np.minimum(np.exp(rng.normal(np.log(3600.0), 1.2, size=tasks)), 3 * 86400.0)
-    runtime = np.where(is_large, rng.uniform(2 * 3600.0, 24 * 3600.0, size=tasks), runtime)
+    runtime = np.minimum(np.exp(rng.normal(np.log(3600.0), 1.2, size=tasks)), SMALL_RUNTIME[1])
+    runtime = np.where(is_large, rng.uniform(*LARGE_RUNTIME, size=tasks), runtime)
     debug_rt = np.round(rng.uniform(60.0, 900.0, size=tasks))
     cap = capacity(config)
-    low = np.where(is_large, 2 * 3600.0, 960.0)
-    high = np.where(is_large, 24 * 3600.0, 3 * 86400.0)
+    low = np.where(is_large, LARGE_RUNTIME[0], SMALL_RUNTIME[0])
+    high = np.where(is_large, LARGE_RUNTIME[1], SMALL_RUNTIME[1])
     starts = np.round(submit, 3)
     room = np.maximum(horizon - starts, 0.0)
 

@@ -91,7 +91,7 @@ class DirSource:
             return LEADS_NOWHERE
         if target.is_file():
             try:
-                target.read_bytes()
+                open(target, "rb").close()  # (why read refused it: opening is where it fails)
             except OSError as err:
                 return f"a file that cannot be read ({err.strerror or err})"
         return None

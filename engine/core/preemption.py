@@ -77,7 +77,7 @@ from typing import Mapping, Protocol, Sequence
 from engine.core.placement import Pool, fit
 from engine.core.types import Placement, Running
 from engine.core.victim import Victim, set_cost
-from engine.core.victim_index import SCAN, Scan, VictimIndex, cheapest_node, take_on_node
+from engine.core.victim_index import VictimIndex, cheapest_node, take_on_node
 
 
 class VictimsByNode(Protocol):
@@ -190,7 +190,7 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
     first (:func:`~engine.core.victim_index.cheapest_node`): same answer, far fewer nodes."""
     total = gpus_per_pod * pods
     # 1. one node if it can
-    best: _Best | None | Scan = SCAN
+    best: _Best | None
     index = by_node if isinstance(by_node, VictimIndex) else None
     if pods == 1 and index is not None and not _room_on_a_node(
             total, clusters, pool, index, ok, exclude, debug_ok):
@@ -201,7 +201,7 @@ def find_victims(gpus_per_pod: int, pods: int, clusters: Sequence[str], pool: Po
         best = None  # no node is that big
     elif index is not None and index.worth_sorting(tuple(clusters), total):
         best = cheapest_node(total, clusters, pool, index, ok, exclude, debug_ok)
-    if best is SCAN:
+    else:
         best = _scan_nodes(total, clusters, pool, by_node, ok, exclude, held, debug_ok)
     if pods == 1:
         return None if best is None else (best[1], best[2])

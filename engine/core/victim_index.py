@@ -39,9 +39,8 @@ next use, for the nodes changed since.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from enum import Enum
 from itertools import accumulate
-from typing import TYPE_CHECKING, Final, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from engine.core.types import Placement
 from engine.core.victim import Victim, set_cost
@@ -295,15 +294,6 @@ class _Sorted:
             if new is not None:
                 insort(bounds, new)
         self.seen = len(index._log)
-
-
-class Scan(Enum):
-    """The type of :data:`SCAN` (a one-member enum: type checkers narrow ``x is SCAN``)."""
-
-    SCAN = "scan"
-
-
-SCAN: Final = Scan.SCAN  # (find_victims: no one-node answer yet, the scan in node order is to give it)
 
 
 def take_on_node(victims: Iterable[Victim], n: str, need: int, ok: frozenset[str],

@@ -235,20 +235,20 @@ class _Pass:
             self.policy.loans and e.workload.contract.resumable)
 
     def room_with(self, gang: tuple, clusters: Sequence[str], exclude: frozenset[str],
-                  every: frozenset[str]) -> bool:
+                  every: frozenset[str], free: int) -> bool:
         """Would a victim search for ``gang`` find room with every victim of the leaves in
         ``every`` eligible (the anti-ping-pong rule set aside)? Only then is that rule why a
         workload waits (its status and the ``pingpong`` cause); a failure is remembered as
-        the walk's other failed searches are."""
+        the walk's other failed searches are. ``free``: the GPUs free in ``clusters`` (the
+        caller's step has them)."""
         memo, key = self.memo, (gang, exclude, every)
         gpus_per_pod, pods, _ = gang
         if memo.room.get(key) == self.state:  # (found in this state of the walk)
             return True
         if memo.failed_before(gang, exclude, every, None):
             return False
-        if (0 if self.quick else self.pool.free_in(clusters)) + self.rules.preemptible_upper(every) \
-                < gpus_per_pod * pods or find_victims(gpus_per_pod, pods, clusters, self.pool,
-                                                     self.by_node, every, exclude) is None:
+        if free + self.rules.preemptible_upper(every) < gpus_per_pod * pods or find_victims(
+                gpus_per_pod, pods, clusters, self.pool, self.by_node, every, exclude) is None:
             memo.search_failed(gang, exclude, every, None)
             return False
         memo.room[key] = self.state
@@ -341,7 +341,7 @@ class _Pass:
                         maxfail[shape] = rank
                 if blocked and not e.debug and not self.room_with(
                         (c.gpus_per_pod, c.pods, c.cluster), clusters, exclude,
-                        self.rules.victims_below(rank)):
+                        self.rules.victims_below(rank), free):
                     blocked = ()  # (the rule excluded victims that would not make room either)
                     maxfail[shape] = rank
                 # (what the leaf's running work adds: shown only beside excluded leaves, and

@@ -103,8 +103,9 @@ class Observation:
     unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
-def node_state(node: Obj, config: Config, used_by_others: int = 0) -> NodeState | None:
-    """The node as the core sees it, or None when it is not a GPU node of a policy cluster."""
+def node_state(node: Obj, config: Config) -> NodeState | None:
+    """The node as the core sees it, or None when it is not a GPU node of a policy cluster
+    (``foreign``, the GPUs of other tenants' pods on it, is set once the pods are read)."""
     policy = config.policy
     meta = meta_of(node)
     labels = meta.get("labels") or {}
@@ -139,7 +140,6 @@ def node_state(node: Obj, config: Config, used_by_others: int = 0) -> NodeState 
         domain=str(labels.get(policy.node_labels.domain) or name),
         healthy=healthy,
         cordoned=bool(spec.get("unschedulable")),
-        foreign=min(gpus, max(0, used_by_others)),
     )
 
 
@@ -240,11 +240,12 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
     held: list[str] = []
     managed_ids: set[str] = set()
     node_objs = {str(meta_of(n).get("name", "")): n for n in nodes}
-    node_cluster: dict[str, str] = {}
+    states: dict[str, NodeState] = {}
     for name, obj in node_objs.items():
         state = node_state(obj, config)
         if state is not None:
-            node_cluster[name] = state.cluster
+            states[name] = state
+    node_cluster = {name: state.cluster for name, state in states.items()}
 
     unreadable: dict[str, str] = {}
     for job in sorted(jobs, key=workload_id):
@@ -285,11 +286,8 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
             continue
         others[node] = others.get(node, 0) + pod_spec_gpus(spec, resource)
 
-    node_states = []
-    for name in sorted(node_objs):
-        state = node_state(node_objs[name], config, others.get(name, 0))
-        if state is not None:
-            node_states.append(state)
+    node_states = [replace(states[name], foreign=min(states[name].gpus, max(0, others.get(name, 0))))
+                   for name in sorted(states)]
     snapshot = Snapshot(nodes=tuple(node_states), running=tuple(running),
                         pending=tuple(pending))
     return Observation(snapshot, views, node_objs, tuple(occupancy), tuple(finished),

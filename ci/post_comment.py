@@ -183,10 +183,11 @@ class GitHub:
                 raise ApiError(f"GET {_path(url)}: pagination link leaves {self._s.api_url}")
         return out
 
-    def upsert(self, body: str, marker: str) -> tuple[str, str]:
+    def upsert(self, body: str, marker: str, existing: list[dict] | None = None) -> tuple[str, str]:
         """Create the sticky comment or update it; returns (``created``|``updated``|
-        ``unchanged``, html_url)."""
-        existing = self.sticky(marker)
+        ``unchanged``, html_url). ``existing``: our comments, when just listed."""
+        if existing is None:
+            existing = self.sticky(marker)
         if existing:
             comment = existing[0]
             if comment.get("body") == body:
@@ -201,8 +202,9 @@ class GitHub:
             # a POST that failed on the way back may have made the comment: look again rather
             # than post a second one
             _log(f"{err}; looking for the comment before posting again")
-            if self.sticky(marker):
-                return self.upsert(body, marker)
+            found = self.sticky(marker)
+            if found:
+                return self.upsert(body, marker, found)
             resp = self.request("POST", create, {"body": body})
         return "created", str(_field(resp.body, "html_url"))
 

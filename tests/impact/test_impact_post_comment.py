@@ -196,6 +196,7 @@ def test_a_post_whose_reply_was_lost_is_not_made_twice(github, post):
     assert run.code == 0, run.err
     assert "looking for the comment before posting again" in run.err
     assert len(github.comments[7]) == 1 and len(github.calls("POST")) == 1
+    assert len(github.calls("GET")) == 2  # (the comments listed once more, not twice)
     assert post("report v2").code == 0
     [comment] = github.comments[7]
     assert comment["body"].endswith("report v2")

@@ -346,8 +346,7 @@ class _Sim(Applier):
                          measure_from=self.measure_from, charged_before=self.charged_before,
                          preempt_log=self.preempt_log, truncated=self.truncated,
                          waiting=self.causes.gpu_s if self.causes is not None else {},
-                         cadence=self.opt.cadence,
-                         costs=(self.opt.checkpoint_loss_s, self.opt.restart_overhead_s))
+                         options=self.opt)
 
 
 COLLECT_EVERY = 1000  # passes between the run's own collections of the young generations

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.model import Config
+from engine.sim.options import SimOptions
 from engine.sim.trace import Trace
 
 TaskState = Literal["pending", "running", "done", "rejected", "killed"]
@@ -97,9 +98,9 @@ class SimResult:
     truncated: bool = False  # stopped early by SimOptions.wall_limit_s (horizon = where it got)
     # team -> cause -> GPU-seconds waited (engine.sim.causes; empty unless SimOptions.causes)
     waiting: dict[str, dict[str, float]] = field(default_factory=dict)
-    cadence: str = "watch"  # when its passes ran (SimOptions.cadence): a forecast from it runs so
-    # what a preemption cost (SimOptions): (checkpoint_loss_s, restart_overhead_s)
-    costs: tuple[float, float] = (300.0, 120.0)
+    # the options it ran with: when its passes ran (a forecast from it runs so) and what a
+    # preemption cost (a view's remaining runtimes are reckoned so)
+    options: SimOptions = field(default_factory=SimOptions)
     _metrics: Any = field(default=None, repr=False)
     _events: list[Event] | None = field(default=None, repr=False, compare=False)
 

@@ -204,10 +204,11 @@ def forecast(state: ViewState, targets: Iterable[str] | None = None, *,
     the simulator's; by default its cadence and preemption costs are the ones the state's run
     had (``meta``), else the reconciler's cadence (``watch``) and the simulator's defaults."""
     if options is None:
-        meta = state.meta
-        options = SimOptions(cadence=str(meta.get("cadence") or "watch"),
-                             checkpoint_loss_s=float(meta.get("checkpoint_loss_s", 300.0)),
-                             restart_overhead_s=float(meta.get("restart_overhead_s", 120.0)))
+        meta, default = state.meta, SimOptions()
+        options = SimOptions(cadence=str(meta.get("cadence") or default.cadence),
+                             checkpoint_loss_s=float(meta.get("checkpoint_loss_s", default.checkpoint_loss_s)),
+                             restart_overhead_s=float(meta.get("restart_overhead_s",
+                                                               default.restart_overhead_s)))
     now = state.now
     wanted = set(targets) if targets is not None else {w.id for w in state.snapshot.pending}
     config, mapping = _node_map(state)

@@ -98,7 +98,7 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
     known."""
     config = result.config
     if options is None:  # (the run's own costs of a preemption)
-        options = SimOptions(checkpoint_loss_s=result.costs[0], restart_overhead_s=result.costs[1])
+        options = result.options
     T = result.horizon if at is None else float(at)
     if T > result.horizon:
         raise ValueError(f"time {T} is after the simulation horizon {result.horizon}")
@@ -208,5 +208,5 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
                f"scheduler {result.scheduler})"],
         meta={"trace": result.trace.name, "horizon": result.horizon, "tasks": len(result.trace.tasks),
               "scheduler": result.scheduler, "expected": "exact runtimes from the trace",
-              "cadence": result.cadence, "checkpoint_loss_s": result.costs[0],
-              "restart_overhead_s": result.costs[1]})
+              "cadence": result.options.cadence, "checkpoint_loss_s": result.options.checkpoint_loss_s,
+              "restart_overhead_s": result.options.restart_overhead_s})

@@ -200,6 +200,20 @@ def run_replay(base: Config, head: Config, spec: ReplaySpec = ReplaySpec(),
                                       for (cfg, trace, _, _), out in zip(prepared.jobs, (b, h))))
 
 
+def _funded_in(mapping: dict[str, str | None] | None, leaves: set[str], side: str,
+               notes: list[str]) -> dict[str, str | None] | None:
+    """``mapping`` for one side's replay: an owner mapped to a leaf not in ``leaves`` runs
+    unfunded (a note says so)."""
+    if mapping is None:
+        return None
+    outside = sorted({leaf for leaf in mapping.values() if leaf and leaf not in leaves})
+    if not outside:
+        return mapping
+    notes.append(f"work mapped to {', '.join(outside)} (not a leaf in the {side}) runs "
+                 f"unfunded in the {side} replay")
+    return {o: (None if leaf in outside else leaf) for o, leaf in mapping.items()}
+
+
 def prepare_replay(base: Config, head: Config, spec: ReplaySpec) -> Prepared:
     """The inputs of both replays (steps 1-4 of the module docstring)."""
     from engine.sim.prepare import (capacity, compress, derive_mapping, load_mapping,
@@ -219,20 +233,12 @@ def prepare_replay(base: Config, head: Config, spec: ReplaySpec) -> Prepared:
         notes.append("trace owners mapped to leaves by demand against the base tree")
     else:
         mapping = None
-    head_mapping = mapping
-    if mapping is not None:  # (each side: work mapped to a leaf it lacks runs unfunded there)
-        both = mapping
-        for side, cfg in (("base", base), ("head", head)):
-            leaves = set(cfg.tree.leaves())
-            outside = sorted({leaf for leaf in both.values() if leaf and leaf not in leaves})
-            if outside:
-                kept = {o: (None if leaf in outside else leaf) for o, leaf in both.items()}
-                mapping, head_mapping = (kept, head_mapping) if side == "base" else (mapping, kept)
-                notes.append(f"work mapped to {', '.join(outside)} (not a leaf in the {side}) runs "
-                             f"unfunded in the {side} replay")
+    head_leaves = set(head.tree.leaves())
+    # each side: work the mapping puts on a leaf that side lacks runs unfunded there
+    mapping, head_mapping = (_funded_in(mapping, set(base.tree.leaves()), "base", notes),
+                             _funded_in(mapping, head_leaves, "head", notes))
     head_window = window
-    explicit_gone = sorted({t.leaf for t in window.tasks if t.leaf}
-                           - set(head.tree.leaves()))
+    explicit_gone = sorted({t.leaf for t in window.tasks if t.leaf} - head_leaves)
     if explicit_gone:  # the trace names leaves the head removed: that work runs unfunded
         head_window = Trace.of((replace(t, leaf=None, min_runtime=0.0)
                                 if t.leaf in explicit_gone else t for t in window.tasks),

@@ -16,7 +16,6 @@ def pyplot() -> ModuleType:
     """``matplotlib.pyplot``, Agg backend, matplotlib's default style (module docstring)."""
     import matplotlib
 
-    matplotlib.use("Agg")
     matplotlib.rcdefaults()  # (the internal defaults: no rc file's settings)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

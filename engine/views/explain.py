@@ -82,12 +82,6 @@ def _siblings(state: ViewState, node: str) -> list[LevelFactor]:
     return sibling_factors(state.config.tree, parent, state.node_usage)
 
 
-def _lf(state: ViewState, node: str) -> tuple[float, float, float]:
-    """(S, U, S/U) of ``node`` among its siblings, as the Fair Tree computes them."""
-    f = next(f for f in _siblings(state, node) if f.node == node)
-    return f.share, f.usage, f.fairshare
-
-
 def explain(state: ViewState, query: str) -> Explanation:
     """Explain workload ``query`` (an id, or a unique suffix of one); raise
     :class:`~engine.views.state.NotFound`."""
@@ -197,8 +191,9 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
     for other in others[:MAX_AHEAD_LEAVES]:
         r = d.ranks[other]
         parent, a, b = _split(tree, leaf, other)
-        sa, ua, fa = _lf(state, a)
-        sb, ub, fb = _lf(state, b)
+        level = {f.node: f for f in _siblings(state, a)}  # (a and b: siblings under parent)
+        sa, ua, fa = level[a].share, level[a].usage, level[a].fairshare
+        sb, ub, fb = level[b].share, level[b].usage, level[b].fairshare
         theirs, ours = fmt_pair(fb, fa)
         out.append(Statement("ahead", (
             f"{len(groups[other])} of budget {other} (rank {r.rank}, metric {fmt_num(r.metric)}): under "

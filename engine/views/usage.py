@@ -75,9 +75,10 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
         eff = tree.effective_share(name)
         alloc = eff * weighted_cap * covered
         frac = used[name] / total if total > 0 else 0.0
-        sub = subtree_series(series, _leaves_under(state, name))
+        under = _leaves_under(state, name)
+        sub = subtree_series(series, under)
         delivered = sum(sub["delivered"])
-        entitled = sum(by_hour[leaf] for leaf in _leaves_under(state, name))
+        entitled = sum(by_hour[leaf] for leaf in under)
         rank = state.decision.ranks.get(name)
         rows.append({
             "node": name, "depth": tree.depth(name) - tree.depth(root), "share_pct": tree.nodes[name].share_pct,

@@ -82,7 +82,8 @@ def suggestions(state: ViewState, wid: str) -> list[tuple[str, dict[str, Any]]]:
     c = w.contract
     pos = state.decision.statuses[wid].queue_position
     out: list[tuple[str, dict[str, Any]]] = []
-    for gpp, pods in _smaller_shapes(c):
+    tried = _smaller_shapes(c)
+    for gpp, pods in tried:
         smaller = replace(c, gpus_per_pod=gpp, pods=pods)
         got = _decide_with(state, w, smaller)
         if got.admitted:
@@ -90,7 +91,6 @@ def suggestions(state: ViewState, wid: str) -> list[tuple[str, dict[str, Any]]]:
                         {"change": "gpus", "gpus": smaller.gpus, "admitted": True}))
             break
     else:
-        tried = _smaller_shapes(c)
         if c.gpus > 1 and tried:
             gpp, pods = tried[-1]
             out.append((f"Fewer GPUs: no shape down to {gpp * pods} GPU(s) would start now "

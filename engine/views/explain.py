@@ -28,6 +28,7 @@ from engine.core.queue import charged_leaf, is_debug
 from engine.core.types import Admit, LevelFactor, Preempt
 from engine.durations import format_duration
 from engine.views.codec import num
+from engine.views.derived import cluster_rows
 from engine.views.state import ViewState, fmt_num, fmt_pair
 from engine.views.whatif import suggestions
 
@@ -209,16 +210,8 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
 
 
 def _free_by_cluster(state: ViewState) -> dict[str, int]:
-    used: dict[str, int] = {}
-    for r in state.snapshot.running:
-        for n, g in r.placement.assignments:
-            used[n] = used.get(n, 0) + g
-    out: dict[str, int] = {}
-    for node in state.snapshot.nodes:
-        if node.healthy and not node.cordoned:
-            out[node.cluster] = out.get(node.cluster, 0) + max(
-                0, node.gpus - node.foreign - used.get(node.name, 0))
-    return out
+    """Free GPUs per cluster with a node that takes work (:func:`~engine.views.derived.cluster_rows`)."""
+    return {r["name"]: r["free"] for r in cluster_rows(state) if r["nodes"] > r["unhealthy_nodes"]}
 
 
 def _room(state: ViewState, w, leaf: str | None) -> list[Statement]:

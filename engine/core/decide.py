@@ -181,11 +181,11 @@ class _Pass:
         if self._index is not None:  # (else built later, from the pool as it is then)
             for n, _ in placement.assignments:
                 self._index.changed(n)
-        holders = [r.holder for r in self.holds.items if r.nodes & set(placement.nodes)] if loan else []
+        holders = [r.holder for r in self.holds.items if r.nodes & set(placement.nodes)] if loan else None
         if not loan and e.leaf is not None:  # (a loan: never with victims, never charged)
             self.proj.add(e.leaf, self.rate_of(placement.assignments), w.contract.min_runtime_s)
         self.actions.append(Admit(w.id, placement, admit_reason(
-            placement.assignments, [v.id for v in victims], holders if loan else None, mine), loan))
+            placement.assignments, [v.id for v in victims], holders, mine), loan))
 
     def run(self, entries: list[Entry]) -> list[tuple[str, object, int]]:
         """Walk the queue once; outcome per workload, in queue order: (kind, detail, free GPUs

@@ -29,7 +29,7 @@ group's pods with every victim taken remembered while nothing changes); the vict
 visits nodes cheapest bound first (:mod:`engine.core.victim_index`); statuses are built lazily,
 from numbers recorded in the pass. Caches of pure functions of immutable inputs live across
 decisions: "can never fit" per node layout and shape
-(:class:`~engine.core.placement.ShapeVerdicts`), the static node layout
+(:class:`~engine.core.verdicts.ShapeVerdicts`), the static node layout
 (:class:`~engine.core.placement.Layouts`), tree walks and shares (on the frozen
 :class:`~engine.model.BudgetTree`), each pending workload's queue entry while its leaf's rank
 number stays (:class:`~engine.core.queue.KnownEntries`) and the previous queue, updated when few
@@ -43,7 +43,7 @@ its victims do (:class:`~engine.core.victim_index.KeptSums`). Within a pass, vic
 and indexed on the first victim search, running work is sorted as releases once, on the first
 reservation (:mod:`engine.core.releases`), and which reservations keep a workload off, and why,
 once per leaf, timed reservations starting before its protection ends, reservations so far and
-projection (:class:`~engine.core.reservation.Holds`). A timed reservation's search stops at
+projection (:class:`~engine.core.holds.Holds`). A timed reservation's search stops at
 the first time a group has the gang's slots, and a drain hold's at the first group whose lower
 bound of GPUs short exceeds the best (:mod:`engine.core.reservation`).
 """

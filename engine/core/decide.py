@@ -49,17 +49,19 @@ from engine.core.lazymaps import LazyMap, StatusMap
 from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility
-from engine.core.placement import Layouts, Pool, ShapeVerdicts
+from engine.core.placement import Layouts, Pool
 from engine.core.preemption import Victim, find_victims
 from engine.core.projection import Projection
 from engine.core.ranksums import RankSums
 from engine.core.queue import Entry, build_queue, near_numbers, queue_shapes
 from engine.core.releases import Releases
-from engine.core.reservation import NOT_KEPT, Holds, reservation_for
+from engine.core.holds import NOT_KEPT, Holds
+from engine.core.reservation import reservation_for
 from engine.core.running_facts import RunningFacts
 from engine.core.statuses import PassView, pending_status, running_status, waiting_causes
 from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
                                WorkloadStatus)
+from engine.core.verdicts import ShapeVerdicts
 from engine.core.victim_cache import VictimCache
 from engine.core.victim_index import VictimIndex
 from engine.core.walk_memo import WalkMemos

@@ -172,7 +172,7 @@ def build_queue(pending: Iterable[Workload], ranks: Mapping[str, LeafRank],
     :data:`FEW_CHANGES` workloads came or went, the previous queue is updated (the gone ones
     removed, the new ones inserted by key) instead of made and sorted again; same result.
     Its entries are counted per shape as it changes (:func:`queue_shapes`), so the "can never
-    fit" check (:meth:`~engine.core.placement.ShapeVerdicts.split`) walks no entry while every
+    fit" check (:meth:`~engine.core.verdicts.ShapeVerdicts.split`) walks no entry while every
     shape may fit."""
     bounds = (debug.max_gpus, debug.max_min_runtime_s) if debug is not None else (-1, -1.0)
     known = _KNOWN.table(bounds)

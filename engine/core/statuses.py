@@ -10,7 +10,8 @@ from typing import Mapping, Protocol, Sequence, TypedDict
 from engine.core.explain import leaf_text, placement_text, shape_text, when
 from engine.core.ranksums import RankSums
 from engine.core.queue import Entry, charged_leaf
-from engine.core.reservation import Holds, Reservation
+from engine.core.holds import Holds
+from engine.core.reservation import Reservation
 from engine.core.types import LeafRank, WorkloadStatus
 from engine.durations import format_duration
 
@@ -174,7 +175,7 @@ def waiting_causes(p: PassView, entries: Sequence[Entry],
 
 def kept_off(p: PassView, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -> str:
     """Why ``e`` may not use reserved nodes, with the numbers: each reservation that kept it off
-    when its turn came, and why then (:meth:`~engine.core.reservation.Holds.kept_off`);
+    when its turn came, and why then (:meth:`~engine.core.holds.Holds.kept_off`);
     reservations made later, by work behind it, played no part and are not named."""
     return "; ".join(_kept_off(p, e, res, why) for res, why in kept)
 

@@ -12,7 +12,7 @@ one can be made depends on node capacity and the nodes not yet reserved, never o
 One memo is tied to the walk's state instead. A busy queue holds work of one leaf and shape
 with many min runtimes. Once no more reservations may be made, most of it ends its turn
 ``reserved-out`` before any victim search (the step's ``maxfail`` line), and that outcome
-depends on the min runtime only through :meth:`~engine.core.reservation.Holds.kept_off`,
+depends on the min runtime only through :meth:`~engine.core.holds.Holds.kept_off`,
 i.e. through how many timed reservations start before its protection ends. ``kept_out``
 keeps it per :func:`~engine.core.queue.near_numbers` (alike but for the min runtime and,
 without ``policy.loans``, the resumable flag, which a turn then does not read) with

@@ -316,7 +316,7 @@ def test_split_by_the_queues_shapes_is_the_split_entry_by_entry():
     # "can never fit" asked per shape the queue counts (remembered per layout) keeps and
     # rejects exactly the entries never_fits keeps and rejects, in queue order
     from engine.core.fairshare import rank_leaves
-    from engine.core.placement import ShapeVerdicts, never_fits
+    from engine.core.verdicts import ShapeVerdicts, never_fits
     from engine.core.queue import queue_shapes
 
     rnd = random.Random(21)

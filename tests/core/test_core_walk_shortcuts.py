@@ -2,7 +2,7 @@
 
 * ``Holds.kept_off`` remembers its answer per leaf and per *set of timed reservations that
   start before the workload's protection ends* rather than per min runtime; every answer is
-  the one :meth:`~engine.core.reservation.Holds.blocker` gives reservation by reservation,
+  the one :meth:`~engine.core.holds.Holds.blocker` gives reservation by reservation,
   also for min runtimes that end exactly at a reservation's start (not protected past it)
   or just after it, and for reservations that start at the same time;
 * a placement skips a cluster with no node that has a pod's GPUs free, and places as

@@ -57,9 +57,9 @@ from engine.core.queue import Entry, build_queue, near_numbers, queue_shapes
 from engine.core.releases import Releases
 from engine.core.holds import NOT_KEPT, Holds
 from engine.core.reservation import reservation_for
-from engine.core.running_facts import RunningFacts
+from engine.core.running_facts import RunningFacts, survey
 from engine.core.statuses import PassView, pending_status, running_status, waiting_causes
-from engine.core.types import (Action, Admit, Decision, Preempt, Reject, Running, Snapshot,
+from engine.core.types import (Action, Admit, Decision, Placement, Preempt, Reject, Snapshot,
                                WorkloadStatus)
 from engine.core.verdicts import ShapeVerdicts
 from engine.core.victim_cache import VictimCache
@@ -82,50 +82,25 @@ class _Pass:
         self.node_actions, self.evictions, self.draining = drain(
             snapshot.nodes, snapshot.running, self.policy.drain, now) if layout.unhealthy else ([], [], {})
         evicted = {p.workload_id for p in self.evictions}
-        # one pass over running work (the set-up's hot part): GPUs used per node, charged leaf
-        # and rank, charge rate, victims, from each one's facts (:mod:`engine.core.running_facts`)
+        # one pass over running work (the set-up's hot part), from each one's facts
         self.node_weight = layout.node_weights(self.weights)  # read-only
-        ranks, unranked = self.ranks, self.n + 1
-        used: dict[str, int] = {}
-        self.held: list[tuple[Running, str | None, tuple]] = []  # (r, leaf, entry): Releases
-        charges: list[tuple[str, float, float]] = []  # (leaf, rate, protected seconds left)
-        prey: list[tuple[Running, str | None, int]] = []  # (running, leaf, rank)
-        by_leaf: dict[str | None, int] = {}  # alive victim GPUs per leaf (None: unallocated)
-        at_rank: dict[int, int] = {}  # victim GPUs per leaf rank (n + 1: unallocated)
-        held_gpus = 0
-        table, add_held = _FACTS.table(self.tree, self.node_weight), self.held.append
-        for r in snapshot.running:
-            hit = table.get(id(r))
-            wid, assignments, gpus, leaf, rate, entry = (
-                hit[1] if hit is not None and hit[0] is r else _FACTS.facts(r))
-            if wid in evicted:
-                continue
-            for n, g in assignments:
-                used[n] = used.get(n, 0) + g
-            held_gpus += gpus
-            add_held((r, leaf, entry))
-            protected_until = r.protected_until
-            if leaf is not None:
-                charges.append((leaf, rate, protected_until - now))
-            if now >= protected_until:  # preemptible: a victim (built when first searched)
-                rank = ranks[leaf].rank if leaf is not None else unranked
-                prey.append((r, leaf, rank))
-                by_leaf[leaf] = by_leaf.get(leaf, 0) + gpus
-                at_rank[rank] = at_rank.get(rank, 0) + gpus
-        self.below = below = RankSums(self.n + 1, at_rank)  # alive victim GPUs per rank (as they go)
-        self.pool = Pool(snapshot.nodes, used, self.policy.gang_in_one_domain, layout)
+        seen = survey(_FACTS, snapshot.running, self.tree, self.node_weight, evicted, self.ranks,
+                      self.n + 1, now)
+        self.held = seen.held  # (r, leaf, entry): Releases
+        self.below = below = RankSums(self.n + 1, seen.at_rank)  # alive victim GPUs per rank (as they go)
+        self.pool = Pool(snapshot.nodes, seen.used, self.policy.gang_in_one_domain, layout)
         self.proj = Projection(self.tree)
         # GPUs x whole billing weights: whole rates whose sums are exact in any order
-        whole = held_gpus < 2 ** 32 and all(float(w).is_integer() and 0 <= w <= 1024
+        whole = seen.held_gpus < 2 ** 32 and all(float(w).is_integer() and 0 <= w <= 1024
                                             for w in self.weights.values())
-        self.proj.add_all(charges, whole)
-        self._prey = prey
+        self.proj.add_all(seen.charges, whole)
+        self._prey = seen.prey
         self._index: VictimIndex | None = None  # the victims, indexed on the first search
-        self.gpus_by_leaf = by_leaf
+        self.gpus_by_leaf = seen.by_leaf
         self.gone: set[str] = set(evicted)  # preempted in this decision
         self.rules: Eligibility = Eligibility(  # who may preempt whom, with its per-pass caches
             self.tree, self.used_tree, self.proj, self.ranks, self.weights, self.pool.cluster_names,
-            by_leaf, below)
+            seen.by_leaf, below)
         self.all_leaves = self.rules.all_leaves  # what a debug workload may preempt
         self._texts: dict[str | None, str] = {}  # leaf_text per leaf, for admit's reasons
         self.actions: list[Action] = []
@@ -244,17 +219,31 @@ class _Pass:
         the walk's other failed searches are. ``free``: the GPUs free in ``clusters`` (the
         caller's step has them)."""
         memo, key = self.memo, (gang, exclude, every)
-        gpus_per_pod, pods, _ = gang
         if memo.room.get(key) == self.state:  # (found in this state of the walk)
             return True
-        if memo.failed_before(gang, exclude, every, None):
-            return False
-        if free + self.rules.preemptible_upper(every) < gpus_per_pod * pods or find_victims(
-                gpus_per_pod, pods, clusters, self.pool, self.by_node, every, exclude) is None:
-            memo.search_failed(gang, exclude, every, None)
+        if self.victims_for(gang, clusters, exclude, every, None, free) is None:
             return False
         memo.room[key] = self.state
         return True
+
+    def victims_for(self, gang: tuple, clusters: Sequence[str], exclude: frozenset[str],
+                    every: frozenset[str], dok: frozenset[str] | None, free: int
+                    ) -> tuple[Placement, list[Victim]] | None:
+        """:func:`~engine.core.preemption.find_victims` for ``gang`` (victims of the leaves in
+        ``every``; a debug workload's ``dok``), behind the walk's memo: None without a search
+        when a search it covers failed earlier in the walk or when ``free`` GPUs with every
+        such victim's are too few; a failed search is remembered."""
+        memo = self.memo
+        if memo.failed_before(gang, exclude, every, dok):
+            return None
+        gpus_per_pod, pods, _ = gang
+        found = None
+        if free + self.rules.preemptible_upper(every) >= gpus_per_pod * pods:
+            found = find_victims(gpus_per_pod, pods, clusters, self.pool, self.by_node, every,
+                                 exclude, None, dok)
+        if found is None:
+            memo.search_failed(gang, exclude, every, dok)
+        return found
 
     def fails_for_all_below(self, e: Entry, rank: int, clusters: Sequence[str],
                             exclude: frozenset[str], shape: tuple) -> bool:
@@ -325,18 +314,13 @@ class _Pass:
                 novictims = memo.novictims
                 blocked = novictims.get((shape, vok, dok))
                 if blocked is None:
-                    gang = (c.gpus_per_pod, c.pods, c.cluster)
-                    if free + self.rules.preemptible_upper(vok) < c.gpus:
-                        memo.search_failed(gang, exclude, vok, dok)  # (not even with them all)
-                    elif not memo.failed_before(gang, exclude, vok, dok):  # (else: covered)
-                        found = find_victims(c.gpus_per_pod, c.pods, clusters, self.pool,
-                                             self.by_node, vok, exclude, None, dok)
-                        if found is not None:
-                            self.admit(e, found[0], found[1])
-                            self.state += 1
-                            memo.preempted()  # it may leave GPUs free that others can use
-                            return ("admitted", "", free)
-                        memo.search_failed(gang, exclude, vok, dok)
+                    found = self.victims_for((c.gpus_per_pod, c.pods, c.cluster), clusters,
+                                             exclude, vok, dok, free)
+                    if found is not None:
+                        self.admit(e, found[0], found[1])
+                        self.state += 1
+                        memo.preempted()  # it may leave GPUs free that others can use
+                        return ("admitted", "", free)
                     blocked = novictims[(shape, vok, dok)] = tuple(sorted(
                         self.rules.victims_below(rank) - vok))
                     if not blocked and not e.debug:  # no victim excluded: rank-wide failure

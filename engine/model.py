@@ -179,6 +179,10 @@ class BudgetTree:
         ``share_pct / sum(share_pct of the children)`` (0.0 for all when that sum is 0)."""
         return self._sibling_shares[parent]
 
+    def sibling_total(self, parent: str) -> float:
+        """The sum of the ``share_pct`` of ``parent``'s children (0.0 for a leaf)."""
+        return self._sibling_totals[parent]
+
     # Derived structures, computed on first use and kept on the (frozen, immutable) tree:
     # ``cached_property`` stores them in the instance dict, outside the dataclass fields, so
     # equality, hashing and repr are unchanged. Shared: callers must not mutate them.
@@ -209,10 +213,15 @@ class BudgetTree:
         return out
 
     @cached_property
+    def _sibling_totals(self) -> dict[str, float]:
+        return {parent: sum(self.nodes[k].share_pct for k in kids)
+                for parent, kids in self._children.items()}
+
+    @cached_property
     def _sibling_shares(self) -> dict[str, tuple[float, ...]]:
         out: dict[str, tuple[float, ...]] = {}
         for parent, kids in self._children.items():
-            total = sum(self.nodes[k].share_pct for k in kids)
+            total = self._sibling_totals[parent]
             out[parent] = tuple(self.nodes[k].share_pct / total if total > 0 else 0.0 for k in kids)
         return out
 

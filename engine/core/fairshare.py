@@ -90,7 +90,7 @@ def _sibling_factors(tree: BudgetTree, parent: str, used: Mapping[str, float]
     new = tuple.__new__  # (a LevelFactor without the named tuple's Python-level __new__)
     nodes = tree.nodes
     kids = tree.children(parent)
-    scale = _shown_scale(parent_usage, sum(nodes[k].share_pct for k in kids))
+    scale = _shown_scale(parent_usage, tree.sibling_total(parent))
     for k, s in zip(kids, tree.sibling_shares(parent)):  # S: normalised share
         usage = used[k]
         u = usage / parent_usage if parent_usage > 0 else 0.0

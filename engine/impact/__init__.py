@@ -7,8 +7,9 @@
   simulator, compared per team (delivered and entitled GPU-hours, waits, preemptions) and
   cluster-wide; :mod:`engine.impact.window` picks the trace's days and their compression,
   :mod:`engine.impact.runs` runs the two replays.
-- :mod:`engine.impact.report`: the Markdown pull-request comment and its JSON twin;
-  :mod:`engine.impact.chart`: the PNG of the per-team change.
+- :mod:`engine.impact.report`: the Markdown pull-request comment and its JSON twin, its
+  values and tables written by :mod:`engine.impact.cells`; :mod:`engine.impact.chart`: the PNG
+  of the per-team change.
 
 The command is ``allot impact`` (:mod:`engine.commands.impact`); ``ci/`` holds the GitHub
 Actions workflow and the script that posts the report as one sticky pull-request comment.

@@ -2,7 +2,7 @@
 
 Markdown layout (GitHub-flavoured; a PR comment holds at most 65,536 characters, and this
 report stays well under ``MAX_MARKDOWN`` by capping every table at ``MAX_ROWS`` rows with a
-"... and N more" line):
+"... and N more" line; :mod:`engine.impact.cells` writes the values, tables and folds):
 
 1. a title with both revisions and a one-line verdict;
 2. the summary table: every team whose delivered GPU-hours moved (gainers first, then losers,
@@ -24,92 +24,30 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
-from engine.durations import approx_duration
 from engine.errors import Problem
+from engine.impact.cells import (MAX_ROWS, arrow, count, duration, fold, gpu_h, gpus, knob, number,
+                                 pct, share, short_rev, signed, table)
 from engine.impact.diff import ConfigDiff
 from engine.impact.replay import ReplayImpact, TeamImpact
 from engine.impact.runs import CAUSES_EVERY_S
 
-
-def _duration(seconds: float | None) -> str:
-    """:func:`engine.durations.approx_duration` with this report's dash for "no value"."""
-    return approx_duration(seconds, missing="–")
-
-
-MAX_ROWS = 40
 MAX_MARKDOWN = 60000
-
-
-# ------------------------------------------------------------------------------ formatting
-
-def gpu_h(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
-
-
-def signed(value: float | None, fmt=gpu_h) -> str:
-    if value is None:
-        return "–"
-    if abs(value) < 0.05:
-        return "±0"
-    return ("+" if value > 0 else "−") + fmt(abs(value))
-
-
-def pct(fraction: float | None, digits: int = 2) -> str:
-    if fraction is None:
-        return "–"
-    return f"{100.0 * fraction:.{digits}f}%"
-
-
-def share(value: float | None) -> str:
-    return "–" if value is None else f"{value:g}%"
-
-
-def knob(key: str, value: Any) -> str:
-    if value is None:
-        return "–"
-    if key.endswith("_s") and isinstance(value, (int, float)):
-        return f"{_duration(float(value))} ({value:g} s)"
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value) or "(none)"
-    return str(value)
-
-
-def arrow(before: str, after: str) -> str:
-    return before if before == after else f"{before} → {after}"
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], limit: int = MAX_ROWS) -> str:
-    rows = list(rows)
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows[:limit]]
-    if len(rows) > limit:
-        out.append(f"\n_… and {len(rows) - limit} more rows (see the JSON report)._")
-    return "\n".join(out)
-
-
-def _fold(summary: str, body: str) -> str:
-    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
-
-
-def _rev(rev: str | None) -> str:
-    return f"`{rev[:12]}`" if rev else "`?`"
 
 
 # ------------------------------------------------------------------------------ markdown
 
 def render_markdown(base_rev: str, head_rev: str, diff: ConfigDiff, replay: ReplayImpact | None,
                     chart: str | None = None) -> str:
-    parts = [f"### Allot impact: {_rev(base_rev)} → {_rev(head_rev)}", "", _verdict(diff, replay), ""]
+    parts = [f"### Allot impact: {short_rev(base_rev)} → {short_rev(head_rev)}", "",
+             _verdict(diff, replay), ""]
     effective = {c.name: c for c in diff.leaves}
     if replay is not None:
         movers = list(replay.gainers) + list(replay.losers)
         causes = any(t.waiting for t in replay.teams)  # (the runs collected causes)
         if movers:
-            parts.append(_table(
+            parts.append(table(
                 ("team", "effective share", "delivered GPU-h", "change", "entitled GPU-h")
                 + (("waiting that moved most",) if causes else ()),
                 ((f"**{t.team}**" if t.team in effective else t.team,
@@ -204,7 +142,7 @@ def _ask_why(replay: ReplayImpact) -> list[str]:
              "or the workflow artifact `allot-impact` in a clone holding both commits, with "
              "`--config .`):", ""]
     for t, (job, before, after) in asks:
-        lines.append(f"- {t.team}: `{job}` queued {_duration(after)} (base: {_duration(before)})")
+        lines.append(f"- {t.team}: `{job}` queued {duration(after)} (base: {duration(before)})")
     return lines
 
 
@@ -219,29 +157,24 @@ def _most_moved(t: TeamImpact) -> str:
     return "–" if abs(delta) < 0.05 else f"{cause} {signed(delta)} GPU-h"
 
 
-def _number(spec: str, unit: str = "") -> Callable[[float | None], str]:
-    """A formatter: ``value`` in the format ``spec`` followed by ``unit``, or a dash."""
-    return lambda v: "–" if v is None else f"{v:{spec}}{unit}"
-
-
 HIDDEN_WHEN_NONE = frozenset({"on_loan_gpu_h"})  # rows of a feature neither side used
 
 
 def _overall_table(replay: ReplayImpact) -> str:
     labels: dict[str, tuple[str, Callable[[float | None], str]]] = {
-        "offered_demand": ("offered demand / capacity", _number(".2f", "×")),
-        "queued_demand": ("mean queued demand / capacity", _number(".2f", "×")),
+        "offered_demand": ("offered demand / capacity", number(".2f", "×")),
+        "queued_demand": ("mean queued demand / capacity", number(".2f", "×")),
         "occupancy": ("cluster occupancy", pct),
         "unallocated_share": ("unallocated share of delivered", pct),
         "on_loan_gpu_h": ("of it funded work on loan (GPU-h)", gpu_h),
         "delivered_gpu_h": ("delivered to teams (GPU-h)", gpu_h),
         "entitled_delivered": ("entitled GPU-h delivered", pct),
-        "teams_at_95": ("teams at ≥ 95% of entitlement", _number(".0f")),
-        "preemptions": ("preemptions", _number(",.0f")),
+        "teams_at_95": ("teams at ≥ 95% of entitlement", number(".0f")),
+        "preemptions": ("preemptions", number(",.0f")),
         "gpu_hours_lost": ("GPU-h lost to preemption", gpu_h),
-        "wait_p50": ("queue wait p50, all jobs", _duration),
-        "wait_p90": ("queue wait p90, all jobs", _duration),
-        "debug_wait_p90": ("queue wait p90, debug jobs", _duration),
+        "wait_p50": ("queue wait p50, all jobs", duration),
+        "wait_p90": ("queue wait p90, all jobs", duration),
+        "debug_wait_p90": ("queue wait p90, debug jobs", duration),
     }
     rows = []
     for key, (label, fmt) in labels.items():
@@ -250,7 +183,7 @@ def _overall_table(replay: ReplayImpact) -> str:
             if key in HIDDEN_WHEN_NONE and not (p.before or p.after):
                 continue  # e.g. no loans on either side (placement.loans off): no row
             rows.append((label, fmt(p.before), fmt(p.after)))
-    return _table(("cluster-wide", "before", "after"), rows)
+    return table(("cluster-wide", "before", "after"), rows)
 
 
 def _leaf_table(diff: ConfigDiff) -> str:
@@ -264,12 +197,8 @@ def _leaf_table(diff: ConfigDiff) -> str:
         status = "" if c.status == "changed" else f" ({c.status})"
         rows.append((f"{c.name}{status}", parent, arrow(share(c.share_before), share(c.share_after)),
                      arrow(pct(c.effective_before), pct(c.effective_after)),
-                     *(arrow(_gpus(c.gpus_before.get(k)), _gpus(c.gpus_after.get(k))) for k in clusters)))
-    return _table(header, rows)
-
-
-def _gpus(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f}"
+                     *(arrow(gpus(c.gpus_before.get(k)), gpus(c.gpus_after.get(k))) for k in clusters)))
+    return table(header, rows)
 
 
 def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
@@ -281,52 +210,52 @@ def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
         if items:
             tree.append(f"**{name}:** " + ", ".join(f"`{n}`" for n in items))
     if diff.moved:
-        tree.append(_table(("moved node", "parent before", "parent after"),
-                           ((m.name, m.parent_before or "–", m.parent_after or "–") for m in diff.moved)))
+        tree.append(table(("moved node", "parent before", "parent after"),
+                          ((m.name, m.parent_before or "–", m.parent_after or "–") for m in diff.moved)))
     if diff.inner:
-        tree.append(_table(("inner node", "share of parent", "unallocated"),
-                           ((i.name, arrow(share(i.share_before), share(i.share_after)),
-                             arrow(share(i.unallocated_before), share(i.unallocated_after)))
-                            for i in diff.inner)))
+        tree.append(table(("inner node", "share of parent", "unallocated"),
+                          ((i.name, arrow(share(i.share_before), share(i.share_after)),
+                            arrow(share(i.unallocated_before), share(i.unallocated_after)))
+                           for i in diff.inner)))
     for title, changes in (("owners", diff.owners), ("principals", diff.principals)):
         if changes:
-            tree.append(_table(("node", f"{title} before", f"{title} after"),
-                               ((c.name, ", ".join(c.before) or "–", ", ".join(c.after) or "–")
-                                for c in changes)))
+            tree.append(table(("node", f"{title} before", f"{title} after"),
+                              ((c.name, ", ".join(c.before) or "–", ", ".join(c.after) or "–")
+                               for c in changes)))
     if tree:
-        out.append(_fold(f"Budget tree changes ({len(diff.leaves)} leaves affected)", "\n\n".join(tree)))
+        out.append(fold(f"Budget tree changes ({len(diff.leaves)} leaves affected)", "\n\n".join(tree)))
     if diff.policy:
-        out.append(_fold(f"Policy changes ({len(diff.policy)})", _table(
+        out.append(fold(f"Policy changes ({len(diff.policy)})", table(
             ("knob", "before", "after"),
             ((f"`{k.key}`", knob(k.key, k.before), knob(k.key, k.after)) for k in diff.policy))))
     if replay is not None:
         if replay.classes:
-            out.append(_fold("Queue waits per class", _table(
+            out.append(fold("Queue waits per class", table(
                 ("class", "jobs", "wait p50", "wait p90"),
-                ((c.klass, arrow(_count(c.jobs.before), _count(c.jobs.after)),
-                  arrow(_duration(c.p50.before), _duration(c.p50.after)),
-                  arrow(_duration(c.p90.before), _duration(c.p90.after))) for c in replay.classes))))
-        out.append(_fold(f"Every team ({len(replay.teams)})", _table(
+                ((c.klass, arrow(count(c.jobs.before), count(c.jobs.after)),
+                  arrow(duration(c.p50.before), duration(c.p50.after)),
+                  arrow(duration(c.p90.before), duration(c.p90.after))) for c in replay.classes))))
+        out.append(fold(f"Every team ({len(replay.teams)})", table(
             ("team", "delivered GPU-h", "change", "entitled GPU-h", "wait p50", "wait p90", "preemptions"),
             ((t.team, arrow(gpu_h(t.delivered.before), gpu_h(t.delivered.after)), signed(t.change),
               arrow(gpu_h(t.entitled.before), gpu_h(t.entitled.after)),
-              arrow(_duration(t.wait_p50.before), _duration(t.wait_p50.after)),
-              arrow(_duration(t.wait_p90.before), _duration(t.wait_p90.after)),
-              arrow(_count(t.preemptions.before), _count(t.preemptions.after)))
+              arrow(duration(t.wait_p50.before), duration(t.wait_p50.after)),
+              arrow(duration(t.wait_p90.before), duration(t.wait_p90.after)),
+              arrow(count(t.preemptions.before), count(t.preemptions.after)))
              for t in sorted(replay.teams, key=lambda t: (-abs(t.change), t.team))))))
         waited = _waiting_table(replay)
         if waited:
-            out.append(_fold("Why work waited (GPU-h of pending work per cause)", waited))
+            out.append(fold("Why work waited (GPU-h of pending work per cause)", waited))
         method = [f"- trace `{replay.trace}`, {replay.tasks:,} jobs over "
-                  f"{_duration(replay.horizon_s)}; capacity "
-                  f"{arrow(_count(replay.capacity_gpus.before), _count(replay.capacity_gpus.after))} GPUs",
+                  f"{duration(replay.horizon_s)}; capacity "
+                  f"{arrow(count(replay.capacity_gpus.before), count(replay.capacity_gpus.after))} GPUs",
                   "- the same jobs, owner-to-leaf mapping and seed on both sides; contracts follow "
                   "each side's policy; the budget scheduler decides both runs",
                   "- delivered = GPU-hours the team's jobs ran (funded or free); entitled = its "
                   "allocation capped hour by hour by its demand (the simulator's metrics)",
                   f"- simulated in {replay.wall_s:.1f} s"]
         method += [f"- note: {n}" for n in replay.notes]
-        out.append(_fold("How this was computed", "\n".join(method)))
+        out.append(fold("How this was computed", "\n".join(method)))
     return out
 
 
@@ -356,11 +285,7 @@ def _waiting_table(replay: ReplayImpact) -> str | None:
              "it), *kept-off* (nodes reserved for better-ranked work), *reserved* / *holding* "
              "(it held a timed reservation / a drain hold), *no-reservation*, *free-work* "
              "(unfunded work waiting for idle GPUs).")
-    return intro + "\n\n" + _table(("team", *causes, "total"), rows)
-
-
-def _count(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f}"
+    return intro + "\n\n" + table(("team", *causes, "total"), rows)
 
 
 Invalid = tuple[str, str, Sequence[Problem]]  # (which: "base" / "head", revision, its problems)
@@ -376,12 +301,12 @@ def invalid_title(invalid: Sequence[Invalid], rev: Callable[[str], str] = str) -
 def error_markdown(invalid: Sequence[Invalid]) -> str:
     """The CI comment for invalid revisions: each one's problems under its name."""
     n = sum(len(problems) for _, _, problems in invalid)
-    parts = [f"### Allot impact: {invalid_title(invalid, _rev)}", "",
+    parts = [f"### Allot impact: {invalid_title(invalid, short_rev)}", "",
              f"{n} problem{'s' if n != 1 else ''} found; fix them and push again (run `allot "
              f"validate` locally, `allot validate --rev REV` for a revision)."]
     for which, rev, problems in invalid:
         if len(invalid) > 1:
-            parts += ["", f"The {which} revision {_rev(rev)}:"]
+            parts += ["", f"The {which} revision {short_rev(rev)}:"]
         parts += ["", "```", *(str(p) for p in problems), "```"]
     return "\n".join(parts) + "\n"
 

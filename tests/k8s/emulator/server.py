@@ -9,9 +9,10 @@ built from the declared resources, the request model and its DSL (``emu["get /ap
   ``/api/v1/namespaces/<n>`` as a namespace scope; routes are parsed here instead;
 - matching: kmock re-scans the whole request history for every reaction on every request
   (quadratic); plain filter chains are evaluated directly on the request instead;
-- the API itself (:mod:`.store`, :mod:`.kinds`, :mod:`.patching`, :mod:`.selectors`,
-  :mod:`.watch`) replaces ``kmock.KubernetesEmulator``'s dict-merging store, which has no
-  resourceVersion, selectors, PUT, patch types, status subresources or watch resume;
+- the API itself (:mod:`.verbs`, :mod:`.store`, :mod:`.kinds`, :mod:`.patching`,
+  :mod:`.selectors`, :mod:`.watch`) replaces ``kmock.KubernetesEmulator``'s dict-merging store,
+  which has no resourceVersion, selectors, PUT, patch types, status subresources or watch
+  resume;
 - controllers (:mod:`.jobs`, :mod:`.kubelet`), the clock, fault injection (:mod:`.faults`),
   a bounded request log and real ``v1 Status`` error bodies.
 
@@ -21,7 +22,6 @@ fallbacks (discovery, ``/version``, 404).
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import json
 import math
@@ -41,9 +41,9 @@ from .kubelet import Kubelet
 from .selectors import parse_field_selector, parse_label_selector
 from .state import DirectAccess
 from .store import Store
+from .verbs import ResourceVerbs
 from .watch import make_matcher, serve_watch
 
-CREATE_ON_UPDATE = ("Lease", "Event")  # registry strategies with AllowCreateOnUpdate() == true
 BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -67,7 +67,7 @@ def parse_route(path: str) -> parsing.ParsedPath:
     return parsing.ParsedPath(group, version, plural, namespace, name, sub)
 
 
-class KubeEmulator(DirectAccess, kmock.KubernetesScaffold):
+class KubeEmulator(DirectAccess, ResourceVerbs, kmock.KubernetesScaffold):
     """The emulated API server (see the package docstring for the test-facing API)."""
 
     def __init__(self, *, clock: Clock | None = None, history_window: int = 50_000,
@@ -268,89 +268,6 @@ class KubeEmulator(DirectAccess, kmock.KubernetesScaffold):
             return await serve_watch(self, request._raw_request, r, matcher, params)
         body, status = self._execute(r, method, ns, name, sub, request)
         return self._json(body, status)
-
-    def _execute(self, r: resources.ResourceType, method: str, ns: str | None, name: str | None,
-                 sub: str | None, request: kmock.Request) -> tuple[Any, int]:
-        params, data = request.params, request.data
-        dry = params.get("dryRun") == "All"
-        if r.namespaced and ns is None and (name or method not in ("GET",)):
-            raise errors.ApiError(405, "the namespace must be given for this request", "MethodNotAllowed")
-        with self.store.lock:
-            if method == "GET":
-                if name:
-                    return self.store.must_get(r, ns, name), 200
-                return self._list_body(r, ns, params), 200
-            if method in ("POST", "PUT") and not isinstance(data, dict):
-                raise errors.bad_request("the request body must be a JSON object")
-            if method == "POST":
-                if name and sub == "eviction":
-                    self.kubelet.evict(ns or "", name, data)
-                    self.settle()
-                    return errors.status_body(201, "", "Success"), 201
-                if name:
-                    raise errors.ApiError(405, "POST is not allowed on a named object", "MethodNotAllowed")
-                created = self.store.create(r, data, ns, dry)
-                self.settle()
-                return created, 201
-            if method == "PUT" and name and r.kind in CREATE_ON_UPDATE and self.store.get(r, ns, name) is None:
-                created = self.store.create(r, {**data, "metadata": {**(data.get("metadata") or {}),
-                                                                     "name": name}}, ns, dry)
-                self.settle()
-                return created, 201
-            if method == "PUT" and name:
-                replaced = self.store.replace(r, ns, name, data, sub, dry)
-                self.settle()
-                return replaced, 200
-            if method == "PATCH" and name:
-                content_type = request.headers.get("Content-Type", "")
-                patched = self.store.patch(r, ns, name, data, content_type, sub, dry)
-                self.settle()
-                return patched, 200
-            if method == "DELETE":
-                options = dict(data) if isinstance(data, dict) else {}
-                for key in ("propagationPolicy", "gracePeriodSeconds"):
-                    if key in params:
-                        options[key] = int(params[key]) if key == "gracePeriodSeconds" else params[key]
-                if name:
-                    gone = self.store.delete(r, ns, name, options, dry)
-                    self.settle()
-                    return gone, 200
-                for obj in self._select(r, ns, params):
-                    self.store.delete(r, obj["metadata"].get("namespace"), obj["metadata"]["name"], options, dry)
-                self.settle()
-                return errors.status_body(200, "", "Success"), 200
-        raise errors.ApiError(405, f"{method} is not supported here", "MethodNotAllowed")
-
-    def _select(self, r: resources.ResourceType, ns: str | None, params: dict[str, str]) -> list[dict[str, Any]]:
-        labels = parse_label_selector(params.get("labelSelector"))
-        fields = parse_field_selector(params.get("fieldSelector"), r.kind)
-        return self.store.list(r, ns, labels, fields)
-
-    def _list_body(self, r: resources.ResourceType, ns: str | None, params: dict[str, str]) -> dict[str, Any]:
-        items = self._select(r, ns, params)
-        list_rv = self.store.rv
-        meta: dict[str, Any] = {}
-        if params.get("continue"):
-            try:
-                token = json.loads(base64.urlsafe_b64decode(params["continue"].encode()))
-                list_rv, start = int(token["rv"]), tuple(token["start"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise errors.bad_request("invalid continue token") from exc
-            if list_rv < self.store.compacted(r):
-                raise errors.gone("The provided continue parameter is too old to display a consistent "
-                                  "list result. You can start a new list without the continue parameter.")
-            items = [o for o in items
-                     if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
-        limit = int(params.get("limit") or 0)
-        if limit and len(items) > limit:
-            last = items[limit - 1]["metadata"]
-            token = {"rv": list_rv, "start": [last.get("namespace", ""), last["name"]]}
-            meta["continue"] = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
-            meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
-        meta["resourceVersion"] = str(list_rv)
-        return {"kind": f"{r.kind}List", "apiVersion": r.api_version, "metadata": meta,
-                "items": [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]}
 
     # ---- faults, watches, logs -------------------------------------------------------------------
     def fail_next(self, method: str, path_regex: str, status: int, times: int = 1,

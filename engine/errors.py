@@ -45,6 +45,23 @@ class UserError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+def also_on(lines: Iterable[int], shown: int = 5) -> str:
+    """The other lines a problem said at the first of ``lines`` is on (a name a file repeats),
+    as the end of its message: `` (also on lines 7, 9)``, the first ``shown`` and how many more;
+    "" when there are none (lines 0, of no file, are left out)."""
+    rest = sorted(set(n for n in lines if n))[1:]
+    if not rest:
+        return ""
+    listed = ", ".join(str(n) for n in rest[:shown])
+    more = f" and {len(rest) - shown} more" if len(rest) > shown else ""
+    return f" (also on line{'s' if len(rest) > 1 else ''} {listed}{more})"
+
+
+def first_line(lines: Iterable[int]) -> int:
+    """The first line of ``lines`` (0 when none is of a file): where a problem is said."""
+    return min((n for n in lines if n), default=0)
+
+
 def render_problems(problems: Sequence[Problem], fmt: str = "text") -> str:
     """Problems as text lines or as a JSON document ``{"ok": false, "problems": [...]}``."""
     if fmt == "json":

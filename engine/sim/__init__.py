@@ -12,10 +12,12 @@ Public API (stable; the impact and dashboard commands code against it)
 Traces (``engine.sim.trace``, ``engine.sim.importers``)::
 
     Task(id, submit, pods, gpus_per_pod, runtime, owner, leaf=None, min_runtime=None,
-         resumable=None, priority=0, klass=None, cluster=None)     # frozen; times in seconds
+         resumable=None, priority=0, klass=None, cluster=None,
+         line=0)                                                   # frozen; times in seconds
         .gpus -> int                                               # pods * gpus_per_pod
         .funded -> bool                                            # leaf set and min_runtime > 0
-    NodeFailure(time, node, repair_s)                              # node name "h100-n0003"
+    NodeFailure(time, node, repair_s, line=0)                      # node name "h100-n0003"
+                                       # (line: of the file it was read from; problems found later say it)
     Trace(tasks, failures=(), name="", meta={})                    # frozen, tasks sorted by (submit, id)
         .span -> float, .owners() -> tuple[str, ...], .window(start, end) -> Trace
     load_trace(path_or_name, *, fmt=None, columns=None) -> Trace   # "philly", "helios", a

@@ -7,9 +7,9 @@ Node names in the simulator are ``{cluster}-n{index:04d}`` (:class:`engine.model
 
 from __future__ import annotations
 
-from engine.errors import Problem, UserError
+from engine.errors import Problem, UserError, also_on, first_line
 from engine.model import Config
-from engine.sim.trace import Trace
+from engine.sim.trace import Task, Trace
 
 MAX_NODES = 100_000  # the most nodes --cluster may give a cluster (as a clusters file may)
 
@@ -54,23 +54,30 @@ def with_clusters(config: Config, spec: str | None) -> Config:
 def unknown_places(trace: Trace, config: Config) -> list[Problem]:
     """Tasks pinned to a cluster the configuration does not have (they would wait for the
     whole run) and node failures of nodes it does not have (they would never happen), one
-    problem per name: what a replay on these clusters cannot mean."""
+    problem per name, at the first line of the trace naming it: what a replay on these
+    clusters cannot mean."""
     where = str(trace.meta.get("source", trace.name))
     clusters = {c.name: c for c in config.policy.clusters}
     problems: list[Problem] = []
-    pinned: dict[str, list[str]] = {}
+    pinned: dict[str, list[Task]] = {}
     for t in trace.tasks:
         if t.cluster is not None and t.cluster not in clusters:
-            pinned.setdefault(t.cluster, []).append(t.id)
-    for name, ids in pinned.items():
-        problems.append(Problem(where, 0, 0, f"{len(ids)} task(s) ({ids[0]}, ...) name cluster {name!r}, "
-                                f"which the configuration does not have",
+            pinned.setdefault(t.cluster, []).append(t)
+    for name, tasks in pinned.items():
+        lines = [t.line for t in tasks]
+        first = next((t for t in tasks if t.line == first_line(lines)), tasks[0])
+        problems.append(Problem(where, first.line, 0, f"{len(tasks)} task(s) ({first.id}, ...) name cluster "
+                                f"{name!r}, which the configuration does not have{also_on(lines)}",
                                 f"clusters: {', '.join(clusters)}; fix the trace's cluster field, or "
                                 f"keep that cluster (--cluster)"))
     nodes = {n for c in clusters.values() for n in c.node_names()}
-    for name in sorted({f.node for f in trace.failures} - nodes):
-        problems.append(Problem(where, 0, 0, f"a node failure names node {name!r}, which the "
-                                f"configuration does not have",
+    failed: dict[str, list[int]] = {}  # a node the configuration lacks -> the lines failing it
+    for f in trace.failures:
+        if f.node not in nodes:
+            failed.setdefault(f.node, []).append(f.line)
+    for name, lines in sorted(failed.items()):
+        problems.append(Problem(where, first_line(lines), 0, f"a node failure names node {name!r}, which "
+                                f"the configuration does not have{also_on(lines)}",
                                 "nodes are named {cluster}-n0000, {cluster}-n0001, ... up to each "
                                 "cluster's node count"))
     return problems

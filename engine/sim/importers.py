@@ -113,7 +113,7 @@ def import_philly(path: str | Path, gpus_per_node: int = 8) -> Trace:
             continue
         pods, gpp = gang_shape(gpus, gpus_per_node)
         tasks.append(Task(id=f"philly-{line:05d}", submit=ts - t0, pods=pods, gpus_per_pod=gpp,
-                          runtime=max(1.0, dur), owner=vc))
+                          runtime=max(1.0, dur), owner=vc, line=line))
     return Trace.of(tasks, name="philly", meta={"source": str(path), "format": "philly",
                                                 "epoch": datetime.fromtimestamp(t0, timezone.utc).isoformat()})
 
@@ -150,7 +150,7 @@ def import_helios(path: str | Path, gpus_per_node: int = 8) -> Trace:
             else:
                 pods, gpp = gang_shape(gpus, gpus_per_node)
             tasks.append(Task(id=f"helios-{uid:05d}", submit=now, pods=pods, gpus_per_pod=gpp,
-                              runtime=max(1.0, runtime), owner=f"u{user}"))
+                              runtime=max(1.0, runtime), owner=f"u{user}", line=reader.line_num))
     if problems:
         raise UserError(first_problems(problems, str(path)))
     return Trace.of(tasks, name="helios", meta={"source": str(path), "format": "helios"})
@@ -213,7 +213,7 @@ def import_generic_csv(path: str | Path, columns: Mapping[str, str],
     tasks = []
     for rec, line in recs:
         rec["submit"] -= t0
-        task, why = task_from_record(rec)
+        task, why = task_from_record(rec, line)
         problems.extend(Problem(str(path), line, 0, msg) for msg in why)
         if task:
             tasks.append(task)

@@ -47,7 +47,7 @@ from typing import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
-from engine.errors import Problem, UserError
+from engine.errors import Problem, UserError, also_on, first_line
 from engine.model import BudgetNode, BudgetTree, Config
 from engine.sim.trace import Task, Trace, replace_task
 
@@ -340,8 +340,8 @@ def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | N
     if mapping is None and needs_map:
         mapping = derive_mapping(trace, tree)
     leaves = set(tree.leaves())
-    problems: list[Problem] = []
-    bad: set[str] = set()
+    unmapped: dict[str, list[int]] = {}  # owner -> the lines of its tasks (said once, at the first)
+    unknown: dict[str, list[int]] = {}  # leaf -> the same
     tasks = []
     for t in trace.tasks:
         leaf = t.leaf
@@ -350,21 +350,21 @@ def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | N
                 leaf = mapping[t.owner]
             elif "*" in mapping:
                 leaf = mapping["*"]
-            elif t.owner not in bad:
-                bad.add(t.owner)
-                problems.append(Problem(str(trace.meta.get("source", trace.name)), 0, 0,
-                                        f"trace owner {t.owner!r} is not in the mapping",
-                                        "add it under owners:, or set default: <leaf>|unfunded"))
+            else:
+                unmapped.setdefault(t.owner, []).append(t.line)
         if leaf is not None and leaf not in leaves:
-            if leaf not in bad:
-                bad.add(leaf)
-                problems.append(Problem(str(trace.meta.get("source", trace.name)), 0, 0,
-                                        f"leaf {leaf!r} is not a leaf of the budget tree",
-                                        f"leaves are: {', '.join(sorted(leaves))}"))
+            unknown.setdefault(leaf, []).append(t.line)
             continue
         if leaf != t.leaf:
             t = replace_task(t, leaf=leaf)
         tasks.append(assign_contract(t, config, rules, seed))
+    where = str(trace.meta.get("source", trace.name))
+    problems = [Problem(where, first_line(lines), 0, f"trace owner {owner!r} is not in the mapping"
+                        f"{also_on(lines)}", "add it under owners:, or set default: <leaf>|unfunded")
+                for owner, lines in unmapped.items()]
+    problems += [Problem(where, first_line(lines), 0, f"leaf {leaf!r} is not a leaf of the budget tree"
+                         f"{also_on(lines)}", f"leaves are: {', '.join(sorted(leaves))}")
+                 for leaf, lines in unknown.items()]
     if problems:
         raise UserError(problems)
     out = Trace.of(tasks, trace.failures, trace.name,

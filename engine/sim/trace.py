@@ -38,7 +38,8 @@ _FALSE = {"false", "0", "no", "n", "f"}
 class Task:
     """One workload of a trace. ``runtime`` is the work it needs (seconds of uninterrupted run);
     ``leaf`` is the budget charged (``None``: unmapped, or unfunded when prepared);
-    ``min_runtime`` 0 means unfunded (free) work."""
+    ``min_runtime`` 0 means unfunded (free) work. ``line``: the line of the trace file the
+    task was read from (0: not read from a file), so a problem found later names it."""
 
     id: str
     submit: float
@@ -52,6 +53,7 @@ class Task:
     priority: int = 0
     klass: str | None = None
     cluster: str | None = None
+    line: int = field(default=0, compare=False, repr=False)
 
     @property
     def gpus(self) -> int:
@@ -96,11 +98,12 @@ _TASK_ATTRS = frozenset(Task.__dataclass_fields__)
 @dataclass(frozen=True)
 class NodeFailure:
     """Node ``node`` turns unhealthy at ``time``; once drained (empty) it is repaired in
-    ``repair_s`` seconds and becomes schedulable again."""
+    ``repair_s`` seconds and becomes schedulable again (``line``: as a :class:`Task`'s)."""
 
     time: float
     node: str
     repair_s: float
+    line: int = field(default=0, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -194,8 +197,9 @@ def _opt(value: Any) -> str | None:
     return text or None
 
 
-def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
-    """Parse one record (dict of field -> value, strings allowed) into a Task, or the reasons not."""
+def task_from_record(rec: Mapping[str, Any], line: int = 0) -> tuple[Task | None, list[str]]:
+    """Parse one record (dict of field -> value, strings allowed; read from ``line`` of its
+    file) into a Task, or the reasons not."""
     problems: list[str] = []
     unknown = sorted(set(rec) - set(TASK_FIELDS) - {"type"})
     if unknown:
@@ -225,13 +229,13 @@ def task_from_record(rec: Mapping[str, Any]) -> tuple[Task | None, list[str]]:
     return Task(id=str(rec["id"]).strip(), submit=submit, pods=pods, gpus_per_pod=gpp,
                 runtime=runtime, owner=str(rec["owner"]).strip(), leaf=_opt(rec.get("leaf")),
                 min_runtime=min_rt, resumable=resumable, priority=prio, klass=klass,
-                cluster=_opt(rec.get("cluster"))), []
+                cluster=_opt(rec.get("cluster")), line=line), []
 
 
 FAILURE_FIELDS = ("time", "node", "repair_s")
 
 
-def failure_from_record(rec: Mapping[str, Any]) -> tuple[NodeFailure | None, list[str]]:
+def failure_from_record(rec: Mapping[str, Any], line: int = 0) -> tuple[NodeFailure | None, list[str]]:
     problems: list[str] = []
     unknown = sorted(set(rec) - set(FAILURE_FIELDS) - {"type"})
     if unknown:
@@ -246,7 +250,7 @@ def failure_from_record(rec: Mapping[str, Any]) -> tuple[NodeFailure | None, lis
     repair = _num(rec["repair_s"], "repair_s", problems)
     if problems:
         return None, problems
-    return NodeFailure(time, str(rec["node"]), repair), []
+    return NodeFailure(time, str(rec["node"]), repair, line), []
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -280,11 +284,11 @@ def read_trace_file(path: str | Path, name: str | None = None) -> Trace:
                                     "see schemas/trace.schema.json"))
             return
         if kind == "node_failure":
-            failure, why = failure_from_record({k: v for k, v in rec.items() if k != "type"})
+            failure, why = failure_from_record({k: v for k, v in rec.items() if k != "type"}, line)
             if failure:
                 fails.append(failure)
         else:
-            task, why = task_from_record(rec)
+            task, why = task_from_record(rec, line)
             if task:
                 if task.id in seen:
                     why = [f"duplicate task id {task.id!r}"]

@@ -375,12 +375,12 @@ def test_a_trace_that_names_what_the_clusters_lack_is_refused_by_simulate(tmp_pa
                    '{"type": "node_failure", "time": 5, "node": "h100-n9999", "repair_s": 60}\n')
     (tmp_path / "m.yaml").write_text("owners: {o: agents}\n")
     assert main(["simulate", "--trace", str(bad), "--mapping", str(tmp_path / "m.yaml"), "--cluster", "h100:4",
-                 "--out", str(tmp_path / "out")]) == 1
+                 "--demand-ratio", "0", "--out", str(tmp_path / "out")]) == 1
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
-        f"{bad}: 1 task(s) (a, ...) name cluster 'nope', which the configuration does not have; clusters: "
+        f"{bad}:1:0: 1 task(s) (a, ...) name cluster 'nope', which the configuration does not have; clusters: "
         f"h100; fix the trace's cluster field, or keep that cluster (--cluster)",
-        f"{bad}: a node failure names node 'h100-n9999', which the configuration does not have; nodes are "
+        f"{bad}:2:0: a node failure names node 'h100-n9999', which the configuration does not have; nodes are "
         f"named {{cluster}}-n0000, {{cluster}}-n0001, ... up to each cluster's node count", "2 problems found"]
     listed = tmp_path / "l.jsonl"
     listed.write_text('{"id": "a", "submit": 0, "runtime": 60, "owner": ["x"]}\n')

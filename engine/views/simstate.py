@@ -66,11 +66,12 @@ def run_trace(config: Config, trace_ref: str, *, seed: int = 0, horizon: float |
               progress: Callable[[float, float], None] | None = None,
               scheduler: str | Scheduler = "budget") -> SimResult:
     """Load ``trace_ref`` (bundled name or file), prepare it for ``config`` and simulate it
-    (``scheduler`` as for :func:`default_simulation`)."""
+    (``scheduler`` as for :func:`default_simulation`); refused, as ``allot simulate`` refuses
+    it, when it names a cluster or node the configuration lacks."""
+    from engine.commands.siminputs import placed_and_prepared
     from engine.sim.importers import load_trace
-    from engine.sim.prepare import prepare_trace
 
-    trace = prepare_trace(load_trace(trace_ref), config, demand_ratio_target=demand_ratio, seed=seed)
+    trace = placed_and_prepared(load_trace(trace_ref), config, demand_ratio_target=demand_ratio, seed=seed)
     return simulate(config, trace, scheduler, seed=seed, horizon=horizon, progress=progress)
 
 

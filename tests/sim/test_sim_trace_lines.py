@@ -104,3 +104,17 @@ def test_the_other_lines_are_listed_up_to_five_then_counted():
     assert also_on([9, 3, 7, 0]) == " (also on lines 7, 9)"
     assert also_on(range(2, 12)) == " (also on lines 3, 4, 5, 6, 7 and 4 more)"
 
+
+def test_a_view_replaying_a_trace_refuses_what_the_clusters_lack(tmp_path, capsys):
+    """As ``allot simulate`` does: a task pinned to a cluster the configuration lacks would
+    wait the whole run, so the view's state would show it waiting for nothing."""
+    from engine.cli import main
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "a", "submit": 0, "runtime": 60, "owner": "o"}) + "\n"
+                    + json.dumps({"id": "b", "submit": 0, "runtime": 60, "owner": "o", "cluster": "nope"})
+                    + "\n")
+    assert main(["queue", "--trace", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{path}:2:0: 1 task(s) (b, ...) name cluster 'nope', which the "
+                             f"configuration does not have") and err[1:] == ["1 problem found"]

@@ -59,7 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from engine.commands import flag_problems
+
     try:
+        refused = flag_problems(args)  # (every flag's problem at once, before any work)
+        if refused:
+            raise UserError(refused)
         return int(args.func(args) or 0)
     except UserError as err:
         problems = err.problems

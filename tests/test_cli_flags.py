@@ -22,20 +22,11 @@ BAD = [
     (["simulate", "--demand-ratio", "inf"], "--demand-ratio: must be a number >= 0"),
     (["simulate", "--demand-ratio", "nan"], "--demand-ratio: must be a number >= 0"),
     (["simulate", "--days", "two"], "--days: expected a number"),
-    (["queue", "--days", "0"], "--days: must be a number > 0"),
     (["simulate", "--days", "1e308"], "--days: must be at most 3650 days"),
     (["simulate", "--trace", "synthetic", "--tasks", "100000000000"], "--tasks: must be at most 10,000,000"),
-    (["queue", "--days", "4000"], "--days: must be at most 3650 days"),
-    (["queue", "--tasks", "20000000"], "--tasks: must be at most 10,000,000"),
     (["impact", "--base", "HEAD", "--days", "1e308"], "--days: must be at most 3650 days (0: all)"),
-    (["queue", "--tasks", "-3"], "--tasks: must be a whole number >= 1"),
-    (["queue", "--seed", "-1"], "--seed: must be a whole number >= 0"),
-    (["queue", "--at=-5"], "--at: must be a time span >= 0"),
-    (["eta", "x", "--horizon=-5"], "--horizon: must be a time span >= 0"),
     (["impact", "--base", "HEAD", "--demand-ratio", "-2"], "--demand-ratio: must be a number >= 0"),
     (["impact", "--base", "HEAD", "--seed", "-3"], "--seed: must be a whole number >= 0"),
-    (["dashboard", "--port", "-5"], "--port: must be a port from 0 to 65535"),
-    (["dashboard", "--port", "99999"], "--port: must be a port from 0 to 65535"),
     (["reconcile", "--metrics-port", "70000"], "--metrics-port: must be a port from 0 to 65535"),
     (["reconcile", "--interval=-1"], "--interval: must be a time span >= 0"),
 ]
@@ -48,6 +39,74 @@ def test_a_number_out_of_range_is_a_usage_error_naming_the_flag(argv, said, caps
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+# the view commands read every flag and say all their problems at once (engine.commands.Checked)
+VIEW_BAD = [
+    (["queue", "--days", "0"], "--days: must be a number > 0, got '0'; give a number of days, e.g. 2"),
+    (["queue", "--days", "4000"], "--days: must be at most 3650 days, got '4000'; give a number of days"),
+    (["queue", "--tasks", "20000000"], "--tasks: must be at most 10,000,000, got '20000000'; give a count"),
+    (["queue", "--tasks", "-3"], "--tasks: must be a whole number >= 1, got '-3'; give a count, e.g. 2400"),
+    (["queue", "--seed", "-1"], "--seed: must be a whole number >= 0, got '-1'; give a whole number"),
+    (["queue", "--at=-5"], "--at: must be a time span >= 0, got '-5'; give a time, e.g. 16h or 1d2h"),
+    (["eta", "x", "--horizon=-5"], "--horizon: must be a time span >= 0, got '-5'; give a time, e.g. 3d"),
+    (["dashboard", "--port", "-5"], "--port: must be a port from 0 to 65535, got '-5'; give e.g. 8080"),
+    (["dashboard", "--port", "99999"], "--port: must be a port from 0 to 65535, got '99999'; give e.g. 8080"),
+]
+
+
+@pytest.mark.parametrize("argv,said", VIEW_BAD, ids=[" ".join(a) for a, _ in VIEW_BAD])
+def test_a_view_commands_number_out_of_range_is_a_problem_naming_the_flag(argv, said, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.endswith("\n1 problem found\n") and "Traceback" not in err
+
+
+ALL_AT_ONCE = {  # a view command's flags, each refused, and what else it checks before its state
+    "queue": (["queue", "--at", "nonsense", "--days=-3", "--tasks", "abc"], [
+        "--at: cannot read duration 'nonsense' at 'nonsense'; write e.g. '7d', '8h', '15m', '90s' or '1h30m'",
+        "--days: must be a number > 0, got '-3'; give a number of days, e.g. 2",
+        "--tasks: expected a whole number, got 'abc'; give a count, e.g. 2400"]),
+    "explain": (["explain", "j", "--timeline", "--state", "s.json", "--seed", "x"], [
+        "--seed: expected a whole number, got 'x'; give a whole number, e.g. 0",
+        "--timeline: needs a simulated run, not --state: the passes before a saved or live state are "
+        "not kept; give --report DIR, --trace or the embedded default"]),
+    "eta": (["eta", "j", "--horizon", "soon", "--at", "0", "--days", "1e9"], [
+        "--at: time 0 is not after the start; give e.g. 16h",
+        "--days: must be at most 3650 days, got '1e9'; give a number of days, e.g. 2",
+        "--horizon: cannot read duration 'soon' at 'soon'; write e.g. '7d', '8h', '15m', '90s' or '1h30m'"]),
+    "usage": (["usage", "--png", "chart.txt", "--tasks", "0", "--url", "http://x", "--days", "3"], [
+        "--days: does not apply to --url: it shapes a simulated state; drop it",
+        "--png: 'chart.txt' is not a .png file name; give a file name ending in .png, e.g. --png usage.png",
+        "--tasks: must be a whole number >= 1, got '0'; give a count, e.g. 2400"]),
+    "dashboard": (["dashboard", "--port", "http", "--at", "3d", "--seed=-2"], [
+        "--at: time 259200s is after the end of the 2-day simulation; lower --at or raise --days",
+        "--port: expected a whole number, got 'http'; give e.g. 8080 (0 picks a free one)",
+        "--seed: must be a whole number >= 0, got '-2'; give a whole number, e.g. 0"]),
+}
+
+
+@pytest.mark.parametrize("command", ALL_AT_ONCE)
+def test_a_view_command_says_every_problem_of_its_flags_at_once(command, capsys, monkeypatch, tmp_path):
+    """argparse stops at the first value its type refuses; a view command reads them all and
+    says each with the other problems of its flags, before any state is read."""
+    import engine.views.source as source
+
+    def never(*args, **kwargs):
+        raise AssertionError("a state was read before the flags were checked")
+
+    monkeypatch.setattr(source, "simulated_state", never)
+    monkeypatch.chdir(tmp_path)
+    argv, said = ALL_AT_ONCE[command]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.splitlines() == [*said, f"{len(said)} problems found"]
+
+
+def test_an_unknown_option_of_a_view_command_is_still_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["queue", "--at", "nonsense", "--bogus", "3"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --bogus 3" in capsys.readouterr().err
 
 
 def test_no_numeric_flag_is_read_unchecked():

@@ -3,15 +3,18 @@ parser and sets ``func(args) -> int`` as the default. Commands do I/O and printi
 into the library modules for everything else.
 
 The argparse types below check a flag's value where it is read, so a negative count or ratio
-is a usage error naming the flag, never a traceback or a nonsensical run; the helpers after
-them make the directory a command writes into and read a JSON file a user names, with the
-same kind of problems."""
+is a usage error naming the flag, never a traceback or a nonsensical run. A flag added with
+``action=Checked, kind=TYPE`` is read the same way, but a value its type refuses is kept as a
+problem (:func:`refused_flags`) instead of ending the parse at the first, so the command says
+the problems of all its flags at once (the view commands); the helpers after them make the
+directory a command writes into and read a JSON file a user names, with the same kind of
+problems."""
 
 import argparse
 import json
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from engine.durations import parse_duration
 from engine.errors import Problem, UserError
@@ -95,6 +98,43 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text!r}")
     return value
+
+
+REFUSED = "refused_flags"  # the attribute of a parsed namespace that keeps the refused values
+
+
+class Checked(argparse.Action):
+    """An option whose value ``kind`` (an argparse type above) converts; a value it refuses is
+    kept on the namespace as a problem naming the flag, with ``hint`` (what to give, unless the
+    type's message says it), and the parse goes on: :func:`refused_flags` returns them all. The option keeps its default."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, kind: Callable[[str], Any],
+                 hint: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.kind, self.hint = kind, hint
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        try:
+            setattr(namespace, self.dest, self.kind(values))
+        except argparse.ArgumentTypeError as err:
+            # (a type that says what to write, "...; write e.g. 8h", gives its own hint)
+            message, _, own = str(err).partition("; ")
+            said = Problem(option_string or self.dest, 0, 0, message, own or self.hint, "usage")
+            setattr(namespace, REFUSED, [*getattr(namespace, REFUSED, []), said])
+
+
+def refused_flags(args: argparse.Namespace) -> list[Problem]:
+    """The values :class:`Checked` options refused when ``args`` was parsed (none: [])."""
+    return list(getattr(args, REFUSED, []))
+
+
+def flag_problems(args: argparse.Namespace) -> list[Problem]:
+    """Every problem of a command's flags, before it runs: the values refused
+    (:func:`refused_flags`) and what the command's own ``flag_checks`` (``args -> problems``,
+    a default of its parser, run on the flags read) finds."""
+    checks = getattr(args, "flag_checks", None)
+    return refused_flags(args) + (checks(args) if checks else [])
 
 
 def _whole(text: str) -> int:

@@ -13,7 +13,7 @@ import argparse
 import sys
 import threading
 
-from engine.commands import port
+from engine.commands import Checked, port
 from engine.errors import Problem, UserError
 from engine.views.source import add_view_arguments, load_state
 from engine.views.state import ViewState
@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "dashboard", help="serve the dashboard on a simulated (or saved) state",
         description="Serve the dashboard (tree, delivered vs entitled, queue, per-GPU timeline, "
                     "explanations) on http://HOST:PORT/ until interrupted.")
-    parser.add_argument("--port", type=port, default=8080, help="port (default: 8080; 0 picks a free one)")
+    parser.add_argument("--port", action=Checked, kind=port, hint="give e.g. 8080 (0 picks a free one)",
+                        default=8080, help="port (default: 8080; 0 picks a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     add_view_arguments(parser, formats=False)
     parser.set_defaults(func=run)

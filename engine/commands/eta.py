@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.commands import seconds_arg
+from engine.commands import Checked, seconds_arg
 from engine.views.source import add_view_arguments, job_id, load_state
 
 
@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Forecast a pending workload's start by simulating forward from the current "
                     "state with the queue as it stands; the assumptions are printed.")
     parser.add_argument("job", metavar="JOB", help="workload id (or a unique suffix of one)")
-    parser.add_argument("--horizon", type=seconds_arg, default=3 * 86400.0, metavar="TIME",
+    parser.add_argument("--horizon", action=Checked, kind=seconds_arg, hint="give a time, e.g. 3d",
+                        default=3 * 86400.0, metavar="TIME",
                         help="how far ahead to simulate (default: 3d)")
     add_view_arguments(parser)
     parser.set_defaults(func=run)

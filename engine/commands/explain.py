@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.views.source import add_view_arguments, job_id, load_state
+from engine.errors import Problem, UserError
+from engine.views.source import add_view_arguments, job_id, load_state, view_flag_problems
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +30,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "to --at, as spans of the same state, cause and nodes (a simulated "
                              "state only: not --url or --state)")
     add_view_arguments(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, flag_checks=flag_problems)
+
+
+def flag_problems(args: argparse.Namespace) -> list[Problem]:
+    """The view options' problems and ``--timeline``'s, all found before any state is read."""
+    return view_flag_problems(args) + _timeline_problems(args)
+
+
+def _timeline_problems(args: argparse.Namespace) -> list[Problem]:
+    """``--timeline`` needs a simulated run: a saved or live state kept none of its passes."""
+    given = [f for f in ("--url", "--state") if getattr(args, f[2:], None)]
+    if not (getattr(args, "timeline", False) and given):
+        return []
+    return [Problem("--timeline", 0, 0, f"needs a simulated run, not {given[0]}: the passes "
+                    f"before a saved or live state are not kept",
+                    "give --report DIR, --trace or the embedded default", "usage")]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,15 +67,12 @@ def run(args: argparse.Namespace) -> int:
 def timeline(args: argparse.Namespace) -> int:
     """``--timeline`` (:mod:`engine.views.timeline`): the run's state names the job (a suffix
     resolved), then the run again with a recorder of its statuses."""
-    from engine.errors import Problem, UserError
     from engine.views.source import simulated_state
     from engine.views.timeline import Recorder, text
 
-    given = [f for f in ("--url", "--state") if getattr(args, f[2:], None)]
-    if given:
-        raise UserError([Problem("--timeline", 0, 0, f"needs a simulated run, not {given[0]}: the passes "
-                                 f"before a saved or live state are not kept",
-                                 "give --report DIR, --trace or the embedded default", "usage")])
+    refused = _timeline_problems(args)
+    if refused:
+        raise UserError(refused)
     state = load_state(args)
     job = job_id(state, args.job)
     recorder = Recorder(job)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.commands import output_dir
 from engine.errors import Problem, UserError
-from engine.views.source import add_view_arguments, load_state
+from engine.views.source import add_view_arguments, load_state, view_flag_problems
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +24,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--subtree", default=None, metavar="NODE", help="budget node (default: the root)")
     parser.add_argument("--png", default=None, metavar="PATH", help="also write a PNG chart here")
     add_view_arguments(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, flag_checks=flag_problems)
+
+
+def flag_problems(args: argparse.Namespace) -> list[Problem]:
+    """The view options' problems and ``--png``'s, all found before any state is read."""
+    problems = view_flag_problems(args)
+    if args.png:
+        try:
+            png_path(args.png)
+        except UserError as err:
+            problems += err.problems
+    return problems
 
 
 def run(args: argparse.Namespace) -> int:

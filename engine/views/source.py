@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from engine.commands import days, read_json, seconds_arg, seed, tasks
+from engine.commands import Checked, days, read_json, refused_flags, seconds_arg, seed, tasks
 from engine.commands.progress import ProgressLine, bar
 from engine.errors import Problem, UserError
 from engine.sim.schedulers import Scheduler
@@ -46,14 +46,18 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
                         "seeded synthetic trace) and use its state; the default without --url/--state")
     g.add_argument("--trace", metavar="NAME|PATH", default=None,
                    help="simulate this trace instead (bundled: philly, helios; or a trace file)")
-    g.add_argument("--at", type=seconds_arg, default=None, metavar="TIME",
+    # (Checked: a refused value is said with the other flags' problems, not alone)
+    g.add_argument("--at", action=Checked, kind=seconds_arg, hint="give a time, e.g. 16h or 1d2h",
+                   default=None, metavar="TIME",
                    help="simulated time of the state, seconds or e.g. 16h, 1d2h (default: the end)")
-    g.add_argument("--days", type=days, default=None, metavar="D",
+    g.add_argument("--days", action=Checked, kind=days, hint=f"give a number of days, e.g. {DEFAULT_DAYS:g}",
+                   default=None, metavar="D",
                    help=f"length of the default synthetic trace in days (default: {DEFAULT_DAYS:g})")
-    g.add_argument("--tasks", type=tasks, default=None, metavar="N",
+    g.add_argument("--tasks", action=Checked, kind=tasks, hint=f"give a count, e.g. {DEFAULT_TASKS}",
+                   default=None, metavar="N",
                    help=f"tasks in the default synthetic trace (default: {DEFAULT_TASKS} per "
                         f"{DEFAULT_DAYS:g} days)")
-    g.add_argument("--seed", type=seed, default=None,
+    g.add_argument("--seed", action=Checked, kind=seed, hint="give a whole number, e.g. 0", default=None,
                    help="seed of the simulation's trace and contracts (default: 0)")
     g.add_argument("--config", metavar="DIR", default=None,
                    help="budgets/ and policies/ to simulate (default: the embedded default); with "
@@ -74,6 +78,7 @@ def add_view_arguments(parser: argparse.ArgumentParser, *, formats: bool = True)
     if formats:
         parser.add_argument("--format", choices=("text", "json"), default="text",
                             help="output format (default: text)")
+    parser.set_defaults(flag_checks=view_flag_problems)  # (a command with more checks replaces it)
 
 
 def fetch_state(url: str) -> ViewState:
@@ -104,9 +109,11 @@ def job_id(state: ViewState, job: str) -> str:
         raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
 
 
-def _check_source_flags(args: argparse.Namespace) -> None:
-    """One source of the state, and no flag that would do nothing for it (ignored silently,
-    ``--days 7 --url ...`` would show the cluster's state as if it were a week's simulation)."""
+def view_flag_problems(args: argparse.Namespace) -> list[Problem]:
+    """The problems of the view options found before any state is read: more than one source
+    of the state, a flag that would do nothing for the source given (ignored silently, ``--days
+    7 --url ...`` would show the cluster's state as if it were a week's simulation), and an
+    ``--at`` that no simulation reaches."""
     url, state, trace, report = (getattr(args, k, None) for k in ("url", "state", "trace", "report"))
     sources = [f for f, v in (("--sim", getattr(args, "sim", False)), ("--trace", trace),
                               ("--report", report), ("--url", url), ("--state", state)) if v]
@@ -120,7 +127,8 @@ def _check_source_flags(args: argparse.Namespace) -> None:
     if url or state:
         problems += [Problem(f, 0, 0, f"does not apply to {'--url' if url else '--state'}: it shapes "
                              f"a simulated state", "drop it", "usage") for f in given]
-    elif trace:  # (a trace's simulation takes --at and --config too)
+        return problems  # (no simulation: no --at to check)
+    if trace:  # (a trace's simulation takes --at and --config too)
         problems += [Problem(f, 0, 0, f"does not apply to --trace {trace}: it shapes the embedded "
                              f"default's simulation", "drop it", "usage")
                      for f in given if f in ("--days", "--tasks", "--fresh")]
@@ -128,6 +136,22 @@ def _check_source_flags(args: argparse.Namespace) -> None:
         problems += [Problem(f, 0, 0, f"does not apply to --report {report}: the report's run "
                              f"recorded its own", "drop it", "usage")
                      for f in given if f in ("--days", "--tasks", "--seed")]
+    at = getattr(args, "at", None)
+    if at is not None and at <= 0:
+        problems.append(Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h"))
+    elif at is not None and not (trace or report) and "--days" not in {p.file for p in refused_flags(args)}:
+        from engine.views.simstate import DEFAULT_DAYS
+
+        days = getattr(args, "days", None) or DEFAULT_DAYS
+        if at > days * 86400:
+            problems.append(Problem("--at", 0, 0, f"time {at:g}s is after the end of the {days:g}-day "
+                                    f"simulation", "lower --at or raise --days"))
+    return problems
+
+
+def _check_source_flags(args: argparse.Namespace) -> None:
+    """Refuse the view options' problems (:func:`view_flag_problems`), all at once."""
+    problems = view_flag_problems(args)
     if problems:
         raise UserError(problems)
 
@@ -178,9 +202,8 @@ def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None
     from engine.loader import load_config
     from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS, default_simulation, run_trace, state_from_sim
 
+    _check_source_flags(args)  # (as load_state does: a caller may come here directly)
     at = getattr(args, "at", None)
-    if at is not None and at <= 0:
-        raise UserError([Problem("--at", 0, 0, f"time {at:g} is not after the start", "give e.g. 16h")])
     show = SimProgress(getattr(args, "progress", False) or sys.stderr.isatty())
     fresh = getattr(args, "fresh", False)
     if getattr(args, "report", None):
@@ -197,9 +220,6 @@ def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None
         return state_from_sim(result, stopped=at is not None)
     days = args.days or DEFAULT_DAYS
     tasks = args.tasks or max(1, round(DEFAULT_TASKS * days / DEFAULT_DAYS))
-    if at is not None and at > days * 86400:
-        raise UserError([Problem("--at", 0, 0, f"time {at:g}s is after the end of the {days:g}-day "
-                                 f"simulation", "lower --at or raise --days")])
     show.what = f"the embedded default ({days:g} days, {tasks:,} jobs)"
     key = statecache.state_key({"config": config_to_dict(config), "days": days, "tasks": tasks,
                                 "seed": args.seed or 0, "at": at})

@@ -16,7 +16,8 @@ combination of their values), so each column is what that run would report, and 
   (:func:`engine.sim.forked.run_all`), each building its own inputs (the trace is prepared
   against each configuration: contract rules read the policy); the same results one after the
   other.
-* Output: the table on stdout (or the JSON with ``--format json``), and in ``--out``
+* Output: the table on stdout (or the JSON with ``--format json``) under a note on where the
+  runs' knob values come from (:func:`knob_note`: the file's line, or ``--set``), and in ``--out``
   (``allot-sweep`` by default) ``sweep.json`` (each value's settings and its whole budget
   summary, the same as ``summary.json`` of that run; sorted keys, no wall-clock figures:
   byte-identical for the same inputs), ``sweep.md`` (the table, and each team's share of its
@@ -182,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
     progress.finish()
     walls = [s.pop("wall_s") for s in got]
     records = [s.pop("record") for s in got]
-    doc = document(grid, got, the_files(args, grid))
+    files = the_files(args, grid)
+    doc = document(grid, got, files, args.set, knob_note(args, grid, files))
     paths = write(doc, Path(out), pictures=not args.no_pictures)
     paths += [runrecord.write(Path(out) / point_dir(i), rec) for i, rec in enumerate(records)]
     if args.format == "json":
@@ -193,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"sweep of {heading([k for k, _ in grid[0]])} ({len(grid)} runs of the budget scheduler): "
           f"{exp['trace']}, {exp['tasks']} tasks, {exp['config']['gpus']} GPUs, "
           f"{hi / 86400:.2f} simulated days" + (f", the first {lo / 3600:.1f} h a warm-up" if lo else ""))
+    print(doc["note"])
     print(table_text(doc))
     print(f"wall: {time.monotonic() - t0:.1f}s total; runs " + ", ".join(f"{w:.1f}s" for w in walls))
     print(f"report: {Path(out) / 'sweep.md'} ({len(paths)} files); why a job waited in the run "
@@ -230,11 +233,45 @@ def the_files(args: argparse.Namespace, grid: list[list[tuple[str, str]]]) -> li
             for point in grid]
 
 
+def knob_note(args: argparse.Namespace, grid: list[list[tuple[str, str]]], files: list[bool]) -> str:
+    """Where the runs' knob values come from, said under the heading: the value the policy
+    file writes for each swept knob, at its line, and the column it is (``files``: marked
+    ``(file)``); each knob ``--set`` gave every run instead of the file's value (the file's, at
+    its line, or that the file leaves it to its default); the file for every other knob."""
+    from engine.loader import policy_places
+
+    def shown(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value)
+
+    knobs = [k for k, _ in grid[0]]
+    given = {item.partition("=")[0].strip(): item.partition("=")[2] for item in args.set}
+    places = policy_places(args.root, args.rev, [*knobs, *given])
+    written = [f"{k}: {shown(places[k][0])} ({places[k][1]}:{places[k][2]})" for k in knobs if k in places]
+    left = [k for k in knobs if k not in places]
+    swept = (([f"the policy file writes {' and '.join(written)}"] if written else [])
+             + ([f"the file leaves {' and '.join(left)} to its default"] if left else []))
+    marked = ", the column marked (file)" if any(files) else (
+        "" if left else ", which no column has" if len(knobs) == 1 else ", together in no column")
+    parts = [", ".join(swept) + marked]
+    for knob, text in given.items():
+        if knob not in places:
+            parts.append(f"{knob}: {text} from --set in every run (the file leaves it to its default)")
+            continue
+        value, file, line = places[knob]
+        same = knob_values([f"{knob}={text}"])[knob] == value
+        parts.append(f"{knob}: {text} from --set in every run, " + (
+            f"the file's value too ({file}:{line})" if same else
+            f"not the file's {shown(value)} ({file}:{line})"))
+    return "knobs: " + "; ".join([*parts, "every other knob as the policy file has it"])
+
+
 def document(grid: list[list[tuple[str, str]]], summaries: list[dict[str, Any]],
-             files: list[bool]) -> dict[str, Any]:
-    """``sweep.json``: the knobs, and per point its settings (as given), whether they are the
-    policy file's, and its summary."""
+             files: list[bool], settings: list[str], note: str) -> dict[str, Any]:
+    """``sweep.json``: the knobs, the ``--set`` ``settings`` of every run and the note on
+    where the knob values come from (:func:`knob_note`), and per point its settings (as
+    given), whether they are the policy file's, and its summary."""
     return {"kind": "allot-sweep", "version": 1, "knobs": [k for k, _ in grid[0]],
+            "set": list(settings), "note": note,
             "points": [{"label": label(p), "set": dict(p), "file": f, "summary": s}
                        for p, s, f in zip(grid, summaries, files)]}
 
@@ -285,8 +322,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"The same replay ({exp['trace']}, {exp['tasks']} tasks, {exp['config']['gpus']} GPUs, seed "
         f"{exp['seed']}) under the budget scheduler, once per value (column headings: "
         f"{heading(doc['knobs'])}); each column is what "
-        f"`allot simulate --set KNOB=VALUE --baseline none` reports for it (`sweep.json` holds each "
-        f"run's whole summary).", "",
+        f"`allot simulate --set KNOB=VALUE{''.join(f' --set {shlex.quote(s)}' for s in doc['set'])} "
+        f"--baseline none` reports for it (`sweep.json` holds each run's whole summary).", "",
+        doc["note"] + ".", "",
         *table(summary_rows(summary), "measure"), "",
         "## Teams: delivered GPU-hours as a share of the entitlement", "",
         "`*` = enough demand at every value (demand at least its share in half the hours).", "",

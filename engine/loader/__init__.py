@@ -35,7 +35,7 @@ from engine.loader.sources import Source, default_root, open_source, repo_root
 from engine.loader.yamlread import Document, parse
 from engine.model import BudgetTree, Config, TreeError
 
-__all__ = ["load_config", "load_source", "default_root", "repo_root", "policy_values"]
+__all__ = ["load_config", "load_source", "default_root", "repo_root", "policy_values", "policy_places"]
 
 
 def load_config(root: str | Path | None = None, rev: str | None = None,
@@ -119,8 +119,14 @@ def policy_values(root: str | Path | None, rev: str | None, keys: list[str]) -> 
     ``keys`` (``placement.loans``), as parsed; a key the file leaves out (its default applies)
     is not in the result. For showing which of several values is the file's: the file is
     assumed valid (:func:`load_config` checks it)."""
+    return {key: value for key, (value, _, _) in policy_places(root, rev, keys).items()}
+
+
+def policy_places(root: str | Path | None, rev: str | None,
+                  keys: list[str]) -> dict[str, tuple[Any, str, int]]:
+    """As :func:`policy_values`, each value with where the file writes it: (value, file, line)."""
     source = open_source(root, rev)
-    found: dict[str, Any] = {}
+    found: dict[str, tuple[Any, str, int]] = {}
     for file in source.list_yaml("policies") if source.has_dir("policies") else []:
         doc, refused = parse(file, source.read(file) or b"")
         if doc is None or refused or not isinstance(doc.data, dict) or doc.data.get("kind") != "SchedulingPolicy":
@@ -130,7 +136,7 @@ def policy_values(root: str | Path | None, rev: str | None, keys: list[str]) -> 
             for part in key.split("."):
                 node = node.get(part) if isinstance(node, dict) else None
             if node is not None:
-                found[key] = node
+                found[key] = (node, file, doc.loc(tuple(key.split(".")))[0])
     return found
 
 

@@ -64,7 +64,11 @@ def test_two_knobs_every_combination_in_one_table(tmp_path, capsys):
     text = capsys.readouterr().out
     assert text.startswith("sweep of placement.reservationShare/placement.loans (4 runs of the "
                            "budget scheduler)")
-    heads = text.splitlines()[1].split()
+    at = "policies/scheduling.yaml"
+    assert text.splitlines()[1] == (
+        f"knobs: the policy file writes placement.reservationShare: 0.25 ({at}:37) and placement.loans: "
+        f"false ({at}:38), together in no column; every other knob as the policy file has it")
+    heads = text.splitlines()[2].split()
     assert heads == ["0.1/false", "0.1/true", "1/false", "1/true"]
     assert "entitled GPU-h delivered" in text and "report: " in text
     doc = json.loads((tmp_path / "sw" / "sweep.json").read_text())
@@ -162,7 +166,7 @@ def test_the_policy_files_value_is_marked(tmp_path, capsys):
 
     assert main([*_flags(tmp_path, "m"), "--sweep", "placement.reservationShare=0.250,1",
                  "--jobs", "1"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].split() == ["0.250", "(file)", "1"]
+    assert capsys.readouterr().out.splitlines()[2].split() == ["0.250", "(file)", "1"]  # (under the note)
     doc = json.loads((tmp_path / "m" / "sweep.json").read_text())
     assert [p["file"] for p in doc["points"]] == [True, False]
     assert "| measure | 0.250 (file) | 1 |" in (tmp_path / "m" / "sweep.md").read_text()
@@ -179,3 +183,47 @@ def test_a_smaller_sweep_into_the_same_out_leaves_no_column_of_the_earlier_one(t
     assert sorted(str(p.relative_to(tmp_path / "sweep")) for p in (tmp_path / "sweep").rglob("*")) == [
         "notes.txt", "point-1", "point-1/run.json", "point-2", "point-2/run.json", "sweep.json",
         "sweep.md"]
+
+
+def test_the_note_says_where_each_knob_value_comes_from_and_is_true(tmp_path, capsys):
+    """Under the heading (and in sweep.md and sweep.json) a sweep says where its runs' knob
+    values come from: the policy file's line for the swept knob (the column marked
+    ``(file)``) and, when ``--set`` gave another knob for every run, that value instead of the
+    file's; the runs had the values it says."""
+    import shutil
+
+    policy = (ROOT / "policies" / "scheduling.yaml").read_text().splitlines()
+    share, lookback = (next(n for n, line in enumerate(policy, 1) if line.strip().startswith(f"{key}:"))
+                       for key in ("reservationShare", "lookback"))
+    assert policy[share - 1].split()[1] == "0.25" and policy[lookback - 1].split()[1] == "7d"
+    at = "policies/scheduling.yaml"
+    swept = f"knobs: the policy file writes placement.reservationShare: 0.25 ({at}:{share}), the column marked (file)"
+    for extra, said, days in (
+            ([], "", 7),
+            (["--set", "fairShare.lookback=2d"],
+             f"; fairShare.lookback: 2d from --set in every run, not the file's 7d ({at}:{lookback})", 2)):
+        assert main([*_flags(tmp_path, "s"), "--sweep", "placement.reservationShare=0.1,0.25", *extra,
+                     "--jobs", "1"]) == 0
+        note = f"{swept}{said}; every other knob as the policy file has it"
+        assert capsys.readouterr().out.splitlines()[1] == note
+        doc = json.loads((tmp_path / "s" / "sweep.json").read_text())
+        assert doc["note"] == note and doc["set"] == extra[1:]
+        md = (tmp_path / "s" / "sweep.md").read_text()
+        assert f"\n{note}.\n" in md
+        assert f"`allot simulate --set KNOB=VALUE{''.join(' --set ' + s for s in extra[1:])} --baseline none`" in md
+        configs = [p["summary"]["experiment"]["config"] for p in doc["points"]]
+        assert [(c["reservation_share"], c["lookback_s"]) for c in configs] == [(0.1, days * 86400),
+                                                                                (0.25, days * 86400)]
+    root = tmp_path / "root"  # (a knob the file leaves to its default, given by --set)
+    shutil.copytree(ROOT / "budgets", root / "budgets")
+    shutil.copytree(ROOT / "policies", root / "policies")
+    (root / "policies" / "scheduling.yaml").write_text(
+        "\n".join(line for line in policy if not line.strip().startswith("loans:")) + "\n")
+    flags = _flags(tmp_path, "d")
+    flags[flags.index("--root") + 1] = str(root)
+    assert main([*flags, "--sweep", "placement.reservationShare=0.1,1", "--set", "placement.loans=true",
+                 "--jobs", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"knobs: the policy file writes placement.reservationShare: 0.25 ({at}:{share}), which no column "
+        f"has; placement.loans: true from --set in every run (the file leaves it to its default); every "
+        f"other knob as the policy file has it")

@@ -86,6 +86,8 @@ def _verdict(diff: ConfigDiff, replay: ReplayImpact | None) -> str:
                 what.append(f"{len(items)} node{'s' if len(items) != 1 else ''} {name}")
         if diff.owners:
             what.append(f"{len(diff.owners)} owner change{'s' if len(diff.owners) != 1 else ''}")
+        if diff.principals:
+            what.append(f"{len(diff.principals)} principal change{'s' if len(diff.principals) != 1 else ''}")
         if diff.policy:
             what.append(f"{len(diff.policy)} policy knob{'s' if len(diff.policy) != 1 else ''} change")
         bits.append(", ".join(what).capitalize() + ".")

@@ -119,3 +119,14 @@ def test_diff_is_json_safe():
     diff = diff_configs(config(org()), config(org(a1=50.0, a2=50.0)))
     doc = json.loads(json.dumps(diff.to_dict()))
     assert doc["leaves"][0]["gpus_after"]["h100"] == pytest.approx(256.0)
+
+
+def test_a_change_of_principals_only_is_named_in_the_verdict():
+    # a pull request that only changes who may charge a leaf: the verdict said "." (nothing)
+    from engine.impact.report import render_markdown
+
+    head = [replace(n, principals=(Principal("namespace", "y"),)) if n.name == "b1" else n
+            for n in org()]
+    diff = diff_configs(config(org()), config(head))
+    verdict = render_markdown("a" * 40, "b" * 40, diff, None).splitlines()[2]
+    assert verdict == "1 principal change."

@@ -169,7 +169,7 @@ def _overall_table(replay: ReplayImpact) -> str:
         "occupancy": ("cluster occupancy", pct),
         "unallocated_share": ("unallocated share of delivered", pct),
         "on_loan_gpu_h": ("of it funded work on loan (GPU-h)", gpu_h),
-        "delivered_gpu_h": ("delivered to teams (GPU-h)", gpu_h),
+        "delivered_gpu_h": ("delivered, all work (GPU-h)", gpu_h),
         "entitled_delivered": ("entitled GPU-h delivered", pct),
         "teams_at_95": ("teams at ≥ 95% of entitlement", number(".0f")),
         "preemptions": ("preemptions", number(",.0f")),

@@ -80,6 +80,11 @@ def _collect(doc: Document, data: dict, path: tuple, parent: _Entry | None) -> _
     return entry
 
 
+def _target(file: str, entry: _Entry) -> str:
+    """The path, from the top of the configuration, of the file a reference in ``file`` names."""
+    return posixpath.normpath(posixpath.join(posixpath.dirname(file), entry.data["file"]))
+
+
 def _walk(entry: _Entry):
     yield entry
     for child in entry.children:
@@ -102,17 +107,20 @@ def assemble(docs: list[Document], all_files: set[str],
     graph = nx.DiGraph()
     graph.add_nodes_from(tops)
     ref_of: dict[str, _Entry] = {}  # referenced file -> the reference entry
+    # what a reference to a missing file may have meant: a file nothing else references, not
+    # the referencing file itself nor the root (either would be a cycle)
+    targets = {_target(file, e) for file, top in tops.items() for e in _walk(top) if e.is_ref}
     for file, top in tops.items():
         for entry in _walk(top):
             if not entry.is_ref:
                 continue
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(file), entry.data["file"]))
+            target = _target(file, entry)
             if not target.startswith("budgets/"):
                 problems.append(entry.problem(f"file reference {entry.data['file']!r} leaves budgets/",
                                               "reference a file inside budgets/", key="file"))
                 continue
             if target not in all_files:
-                close = difflib.get_close_matches(target, sorted(all_files), n=1)
+                close = difflib.get_close_matches(target, sorted(all_files - targets - {file, ROOT_FILE}), n=1)
                 hint = f"did you mean {close[0]}?" if close else f"create {target} with the subtree {entry.name!r}"
                 what = describe(target)
                 if what is not None:

@@ -57,3 +57,32 @@ def test_several_errors_reach_the_cli_as_text_and_json(tmp_path, capsys):
         ("budgets/alpha.yaml", 9, 7), ("budgets/root.yaml", 8, 3),
         ("policies/clusters.yaml", 9, 21), ("policies/scheduling.yaml", 7, 18)]
     assert all(p["hint"] for p in report["problems"])
+
+
+def test_a_missing_reference_is_not_said_to_mean_its_own_file_or_one_already_referenced(base_copy):
+    """``alpha.yaml`` references ``alpha2.yaml``, which does not exist: the closest file name is
+    alpha.yaml itself (and root.yaml, already the root), and referencing either would make a
+    cycle; the hint said "did you mean budgets/alpha.yaml?". It now says to create the file."""
+    alpha = base_copy / "budgets" / "alpha.yaml"
+    text = alpha.read_text()
+    alpha.write_text(text.replace("      share: 30\n      principals:\n        - group: a2-people\n",
+                                  "      share: 30\n      file: alpha2.yaml\n"))
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    [problem] = err.value.problems
+    assert problem.message == "referenced file budgets/alpha2.yaml does not exist"
+    assert problem.hint == "create budgets/alpha2.yaml with the subtree 'a2'"
+
+
+def test_a_missing_reference_still_suggests_an_unreferenced_file(base_copy):
+    (base_copy / "budgets" / "beta.yaml").write_text(
+        'apiVersion: allot.dev/v1\nkind: Budget\nbudget:\n  name: beta\n  owners: ["@b"]\n'
+        '  children:\n    - name: b1\n      share: 100\n      principals:\n        - namespace: b1\n')
+    root = base_copy / "budgets" / "root.yaml"
+    text = root.read_text()
+    start = text.index("    - name: beta\n")
+    root.write_text(text[:start] + "    - name: beta\n      share: 40\n      file: betta.yaml\n")
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    missing = [p for p in err.value.problems if p.code == "missing"]
+    assert [p.hint for p in missing] == ["did you mean budgets/beta.yaml?"]

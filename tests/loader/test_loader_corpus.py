@@ -86,3 +86,18 @@ def test_a_missing_reference_still_suggests_an_unreferenced_file(base_copy):
         load_config(base_copy)
     missing = [p for p in err.value.problems if p.code == "missing"]
     assert [p.hint for p in missing] == ["did you mean budgets/beta.yaml?"]
+
+
+def test_a_file_that_breaks_its_schema_is_left_out_of_its_own_rules_too_as_the_readme_says(base_copy):
+    """A typo'd field in alpha.yaml hides that alpha's shares sum to 90 (its own rule, not one
+    across files): the README said only the checks across files left such a file out."""
+    from pathlib import Path
+
+    alpha = base_copy / "budgets" / "alpha.yaml"
+    alpha.write_text(alpha.read_text().replace("share: 30", "share: 20\n      descripton: typo"))
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    assert [p.code for p in err.value.problems] == ["schema"]  # (the 90% is not reported yet)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    said = " ".join(readme[readme.index("### `allot validate`"):readme.index("### `allot tree`")].split())
+    assert "left out of the later checks, those of its own content" in said

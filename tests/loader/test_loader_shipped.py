@@ -128,3 +128,16 @@ def test_committed_codeowners_is_up_to_date(config):
     assert committed == generate(config)
     assert "/budgets/frontier.yaml @allot-lab/frontier-pis" in committed.splitlines()
     assert "/policies/ @allot-lab/research-council" in committed.splitlines()
+
+
+def test_the_readme_does_not_say_an_inner_node_in_its_parents_file_reviews_it(config):
+    """CODEOWNERS goes by file: long-context, held in frontier.yaml, is reviewed by frontier's
+    owners, not by its own (@theo-okafor); the README's budget file example said its owners
+    were "who reviews it"."""
+    text = generate(config)
+    assert "@theo-okafor" not in text and config.files["long-context"] == "budgets/frontier.yaml"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if 'owners: ["@theo-okafor"]' in x)
+    assert "who reviews it" not in line and "its own file" in line
+    schema = json.loads((REPO / "schemas" / "budget.schema.json").read_text())
+    assert "held in its parent's file is reviewed by that file's owners" in json.dumps(schema)

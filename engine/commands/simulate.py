@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="budget tree: the repo's, or one leaf per trace owner with equal or "
                         "demand-proportional shares [%(default)s]")
     p.add_argument("--root", default=None,
-                   help="repository with budgets/ and policies/ [the current directory when it "
-                        "has both, else the embedded default]")
+                   help="repository with budgets/ and policies/ [the current directory or its "
+                        "nearest parent that has both, else the embedded default]")
     p.add_argument("--rev", help="git revision of --root to load the config from (default: work tree)")
     p.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                    help="replace a knob of policies/scheduling.yaml for this run, e.g. "

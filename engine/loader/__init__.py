@@ -42,8 +42,9 @@ def load_config(root: str | Path | None = None, rev: str | None = None,
                 overrides: Mapping[str, Any] | None = None) -> Config:
     """Load and validate the configuration at ``root`` (or its git revision ``rev``).
 
-    ``root`` defaults to the current directory when it holds ``budgets/`` and ``policies/``,
-    else to the repository this package lives in (the embedded default). With ``rev`` (a
+    ``root`` defaults to the current directory or its nearest parent that holds ``budgets/``
+    and ``policies/`` (:func:`~engine.loader.sources.default_root`), else to the repository
+    this package lives in (the embedded default). With ``rev`` (a
     branch, tag, sha or ``HEAD~3``) the files are read from that commit of the repository
     containing ``root``, without touching its work tree; bare repositories work too.
     """

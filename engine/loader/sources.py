@@ -47,11 +47,14 @@ class Source(Protocol):
 
 
 def default_root() -> Path:
-    """The current directory if it holds ``budgets/`` and ``policies/``, else the embedded
-    default (:func:`engine.resources.repo_root`: this checkout, or an installed package's copy)."""
+    """The current directory or, as git finds its repository from a subdirectory, its nearest
+    parent that holds ``budgets/`` and ``policies/`` (a manager working in ``budgets/`` means
+    the repository around it, not the embedded default); else the embedded default
+    (:func:`engine.resources.repo_root`: this checkout, or an installed package's copy)."""
     cwd = Path.cwd()
-    if all((cwd / d).is_dir() for d in CONFIG_DIRS):
-        return cwd
+    for here in (cwd, *cwd.parents):
+        if all((here / d).is_dir() for d in CONFIG_DIRS):
+            return here
     return repo_root()
 
 

@@ -107,6 +107,16 @@ def test_current_directory_is_the_default_root(base_copy, monkeypatch):
     assert config.origin == str(base_copy)
 
 
+@pytest.mark.parametrize("sub", ["budgets", "policies", "budgets/deeper"])
+def test_a_subdirectory_finds_the_repository_around_it(base_copy, monkeypatch, sub):
+    # a manager working in budgets/ means the repository around it, not the embedded default
+    (base_copy / sub).mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(base_copy / sub)
+    config = load_config()
+    assert config.tree.root == "org"
+    assert config.origin == str(base_copy)
+
+
 @pytest.mark.parametrize("where", ["missing", "file"])
 def test_bad_root_paths_are_user_errors(tmp_path, where):
     target = tmp_path / "x"

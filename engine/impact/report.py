@@ -92,9 +92,9 @@ def _verdict(diff: ConfigDiff, replay: ReplayImpact | None) -> str:
             what.append(f"{len(diff.policy)} policy knob{'s' if len(diff.policy) != 1 else ''} change")
         bits.append(", ".join(what).capitalize() + ".")
     if replay is not None:
-        days = replay.horizon_s / 86400.0
+        span = _span(replay.horizon_s)
         ratio = f", demand {replay.demand_ratio:g}× capacity" if replay.demand_ratio else ""
-        bits.append(f"Replayed {days:.1f} days of `{replay.trace}` ({replay.tasks:,} jobs{ratio}) "
+        bits.append(f"Replayed {span} of `{replay.trace}` ({replay.tasks:,} jobs{ratio}) "
                     f"under both revisions: {len(replay.gainers)} team(s) gain, "
                     f"{len(replay.losers)} lose delivered GPU-hours.")
         against = _against_share(diff, replay)
@@ -103,9 +103,15 @@ def _verdict(diff: ConfigDiff, replay: ReplayImpact | None) -> str:
             bits.append(f"{_names([t.team for t in against])} moved against "
                         f"{'its' if len(against) == 1 else 'their'} share change ({moved}): a "
                         f"share acts through the usage fair share remembers over the policy's lookback, "
-                        f"so over {days:.1f} days such moves are mostly chance; replay more days "
+                        f"so over {span} such moves are mostly chance; replay more days "
                         f"(`--days`) to see the change settle.")
     return " ".join(bits)
+
+
+def _span(seconds: float) -> str:
+    """A replay's length: ``14.0 days`` from three days up, else :func:`duration` (``12.0 h``,
+    ``14.4 min``: a short replay is not ``0.0 days``)."""
+    return f"{seconds / 86400.0:.1f} days" if seconds >= 3 * 86400 else duration(seconds)
 
 
 def _against_share(diff: ConfigDiff, replay: ReplayImpact) -> list[TeamImpact]:
@@ -225,7 +231,7 @@ def _details(diff: ConfigDiff, replay: ReplayImpact | None) -> list[str]:
                               ((c.name, ", ".join(c.before) or "–", ", ".join(c.after) or "–")
                                for c in changes)))
     if tree:
-        out.append(fold(f"Budget tree changes ({len(diff.leaves)} leaves affected)", "\n\n".join(tree)))
+        out.append(fold(f"Budget tree changes ({len(diff.leaves)} {'leaf' if len(diff.leaves) == 1 else 'leaves'} affected)", "\n\n".join(tree)))
     if diff.policy:
         out.append(fold(f"Policy changes ({len(diff.policy)})", table(
             ("knob", "before", "after"),

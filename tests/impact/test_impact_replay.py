@@ -310,7 +310,7 @@ def test_the_verdict_warns_when_a_team_moves_against_its_share_change():
     verdict = render_markdown("a" * 40, "b" * 40, diff, against).splitlines()[2]
     assert ("**up** and **down** moved against their share change (−2.0 GPU-h (−2.0%) and +1.5 GPU-h "
             "(+1.5%)): a share acts through the usage fair share remembers over the policy's "
-            "lookback, so over 0.5 days such moves are mostly chance; replay more days (`--days`)") in verdict
+            "lookback, so over 12.0 h such moves are mostly chance; replay more days (`--days`)") in verdict
     along = replace(against, teams=(team("up", 2.0), team("down", -1.5)))
     assert "moved against" not in render_markdown("a" * 40, "b" * 40, diff, along)
 
@@ -402,3 +402,22 @@ def test_a_replay_not_started_in_its_worker_shows_none_done(monkeypatch):
     jobs = [(None, None, 0, "interval")] * 2
     assert simulate_all(jobs, parallel=True, progress=heard.append) == ["base", "head"]  # type: ignore[arg-type]
     assert heard == [[0.3, 0.0], [1.0, 0.0], [1.0, 0.25], [1.0, 1.0]]
+
+
+def test_the_verdict_says_a_replay_length_people_can_read():
+    """A replay of less than three days is said in hours or minutes (never ``0.0 days``), a
+    longer one in days; one leaf changed is ``1 leaf affected``."""
+    from engine.impact.diff import ConfigDiff, LeafChange
+    from engine.impact.report import render_markdown
+
+    one = LeafChange("up", "p", "p", 6.0, 9.0, 0.06, 0.09, {}, {})
+    diff = ConfigDiff((), (), (), (one,), (), (), (), ())
+
+    def verdict(horizon_s: float) -> str:
+        impact = ReplayImpact("t", 1, horizon_s, Pair(8, 8), None, (), (), {})
+        return render_markdown("a" * 40, "b" * 40, diff, impact)
+
+    assert "Replayed 14.4 min of `t`" in verdict(864.0)
+    assert "Replayed 12.0 h of `t`" in verdict(43200.0)
+    assert "Replayed 14.0 days of `t`" in verdict(14 * 86400.0)
+    assert "Budget tree changes (1 leaf affected)" in verdict(43200.0)

@@ -89,6 +89,8 @@ class TeamImpact:
     waiting: Mapping[str, Pair] = field(default_factory=dict)
     # the team's job whose time queued grew most from base to head: (id, base s, head s)
     waited_longer: tuple[str, float, float] | None = None
+    # a team the head removes: GPU-hours its jobs (the base's) still ran there, unfunded
+    ran_unfunded: float | None = None
 
     @property
     def change(self) -> float:
@@ -141,7 +143,8 @@ class ReplayImpact:
                        "wait_p90_s": pair(t.wait_p90), "preemptions": pair(t.preemptions),
                        "waiting_gpu_h": {c: pair(p) for c, p in t.waiting.items()},
                        "waited_longer": None if t.waited_longer is None else dict(
-                           zip(("job", "queued_before_s", "queued_after_s"), t.waited_longer))}
+                           zip(("job", "queued_before_s", "queued_after_s"), t.waited_longer)),
+                       "ran_unfunded_gpu_h": t.ran_unfunded}
                       for t in self.teams],
             "gainers": [t.team for t in self.gainers],
             "losers": [t.team for t in self.losers],
@@ -267,6 +270,7 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
     teams = []
     causes = _causes(sb, sh)
     longer = _waited_longer(base, head)
+    gone = _ran_unfunded(base, head, set(sb["teams"]) - set(sh["teams"]))
     for team in sorted(set(sb["teams"]) | set(sh["teams"])):
         tb, th = sb["teams"].get(team), sh["teams"].get(team)
         wb, wh = sb["waits"]["by_team"].get(team, {}), sh["waits"]["by_team"].get(team, {})
@@ -277,7 +281,8 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
             wait_p50=Pair(wb.get("p50_s"), wh.get("p50_s")),
             wait_p90=Pair(wb.get("p90_s"), wh.get("p90_s")),
             preemptions=Pair(pre_b.get(team, 0) if tb else None, pre_h.get(team, 0) if th else None),
-            waiting=_waiting(tb, th, causes), waited_longer=longer.get(team)))
+            waiting=_waiting(tb, th, causes), waited_longer=longer.get(team),
+            ran_unfunded=gone.get(team)))
     teams.sort(key=lambda t: (-t.change, t.team))
     classes = []
     for klass in sb["waits"]["by_class"]:
@@ -310,6 +315,16 @@ def compare(base: RunOutcome, head: RunOutcome, *, trace_name: str,
         capacity_gpus=Pair(base.capacity_gpus, head.capacity_gpus),
         demand_ratio=demand_ratio, teams=tuple(teams), classes=tuple(classes), overall=overall,
         notes=notes, wall_s=wall_s)
+
+
+def _ran_unfunded(base: RunOutcome, head: RunOutcome, removed: set[str]) -> dict[str, float]:
+    """Per team of ``removed`` (leaves the head lacks): the GPU-hours its jobs, as the base
+    charged them, ran in the head (unfunded there: their leaf is gone)."""
+    out = {team: 0.0 for team in removed}
+    for job, (leaf, _) in base.queued.items():
+        if leaf in out:
+            out[leaf] += head.ran.get(job, 0.0)
+    return {team: round(gpu_h, 2) for team, gpu_h in out.items()}
 
 
 def _waited_longer(base: RunOutcome, head: RunOutcome) -> dict[str, tuple[str, float, float]]:

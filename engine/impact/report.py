@@ -52,7 +52,7 @@ def render_markdown(base_rev: str, head_rev: str, diff: ConfigDiff, replay: Repl
                 + (("waiting that moved most",) if causes else ()),
                 ((f"**{t.team}**" if t.team in effective else t.team,
                   _share_cell(t.team, effective),
-                  arrow(gpu_h(t.delivered.before), gpu_h(t.delivered.after)),
+                  _delivered_cell(t),
                   _change_cell(t),
                   arrow(gpu_h(t.entitled.before), gpu_h(t.entitled.after)))
                  + ((_most_moved(t),) if causes else ()) for t in movers)))
@@ -132,6 +132,15 @@ def _share_cell(team: str, effective: dict) -> str:
     if change is None:
         return "unchanged"
     return arrow(pct(change.effective_before), pct(change.effective_after))
+
+
+def _delivered_cell(t: TeamImpact) -> str:
+    """Delivered before -> after; for a team the head removes, what its jobs still ran there
+    unfunded (``4,343 → – (3,983 ran unfunded)``)."""
+    after = gpu_h(t.delivered.after)
+    if t.ran_unfunded is not None:
+        after += f" ({gpu_h(t.ran_unfunded)} ran unfunded)"
+    return arrow(gpu_h(t.delivered.before), after)
 
 
 def _change_cell(t: TeamImpact, unit: str = "") -> str:

@@ -43,6 +43,9 @@ class RunOutcome:
     capacity_gpus: int
     # task id -> (its leaf, seconds it was queued in all): the jobs whose wait moved most
     queued: Mapping[str, tuple[str | None, float]] = field(default_factory=dict)
+    # task id -> GPU-hours it ran in the measured window (funded or not; jobs that ran only):
+    # what a team the head removes still got there, unfunded
+    ran: Mapping[str, float] = field(default_factory=dict)
 
 
 def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch",
@@ -55,7 +58,7 @@ def outcome_of(config: Config, trace: Trace, seed: int, cadence: str = "watch",
                       options=SimOptions(cadence=cadence, causes=True, causes_every_s=CAUSES_EVERY_S))
     return RunOutcome(result.summary(), _preemptions_by_team(result), len(trace.tasks),
                       result.horizon, capacity(config),
-                      {r.id: (r.leaf, r.queued_s) for r in result.tasks.values()})
+                      {r.id: (r.leaf, r.queued_s) for r in result.tasks.values()}, _ran(result))
 
 
 Job = tuple[Config, Trace, int, str]  # (config, trace, seed, cadence)
@@ -96,6 +99,18 @@ def _run(job: Job) -> Callable[[Callable[[float, float], None]], RunOutcome]:
     """``job`` as a run for :func:`~engine.sim.forked.run_forked`, given where to report."""
     config, trace, seed, cadence = job
     return lambda report: outcome_of(config, trace, seed, cadence, progress=report)
+
+
+def _ran(result) -> dict[str, float]:
+    """GPU-hours each job ran inside the measured window ``[measure_from, horizon]``, the
+    window every team figure of the summary covers."""
+    lo, hi = result.measure_from, result.horizon
+    out: dict[str, float] = {}
+    for seg in result.segments:
+        span = min(seg.end, hi) - max(seg.start, lo)
+        if span > 0:
+            out[seg.task] = out.get(seg.task, 0.0) + span * seg.gpu_count / 3600.0
+    return out
 
 
 def _preemptions_by_team(result) -> dict[str, int]:

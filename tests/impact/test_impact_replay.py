@@ -89,6 +89,19 @@ def test_work_of_a_leaf_removed_in_the_head_runs_unfunded_there(tmp_path):
     assert all(p.after is None for p in teams["y"].waiting.values())
     assert any("y (not a leaf in the head) run unfunded" in n for n in impact.notes)
     assert impact.overall["unallocated_share"].after > impact.overall["unallocated_share"].before
+    # what y's jobs still ran in the head: all of the head's unallocated GPU-hours (x's are funded)
+    unallocated = impact.overall["unallocated_share"].after * impact.overall["delivered_gpu_h"].after
+    assert teams["y"].ran_unfunded > 0
+    assert teams["y"].ran_unfunded == pytest.approx(unallocated, rel=1e-3)
+    assert teams["x"].ran_unfunded is None
+    from engine.impact.cells import gpu_h
+    from engine.impact.diff import ConfigDiff
+    from engine.impact.report import render_markdown
+    md = render_markdown("a" * 40, "b" * 40, ConfigDiff((), (), (), (), (), (), (), ()), impact)
+    row = next(line for line in md.splitlines() if line.startswith("| y |"))
+    assert f"→ – ({gpu_h(teams['y'].ran_unfunded)} ran unfunded)" in row
+    assert impact.to_dict()["teams"][[t.team for t in impact.teams].index("y")]["ran_unfunded_gpu_h"] \
+        == teams["y"].ran_unfunded
 
 
 def test_owners_without_leaves_are_mapped_once_against_the_base_tree(tmp_path):

@@ -67,6 +67,23 @@ def _error(status: int, message: str) -> ApiError:
     return cls(status, message)
 
 
+def _said(exc: ApiException) -> str:
+    """What the API server said about a failed call: its ``Status`` message
+    (``namespaces "allot-system" not found``, ``jobs.batch is forbidden: User ... cannot list
+    resource "jobs" ...``), which names what to fix; the HTTP reason phrase when the body has
+    none (a proxy's HTML page, an empty body)."""
+    body: Any = exc.body
+    try:
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        status = json.loads(text) if text else None
+    except ValueError:
+        status = None
+    message = status.get("message") if isinstance(status, dict) else None
+    if isinstance(message, str) and message.strip():
+        return " ".join(message.split())
+    return str(exc.reason)
+
+
 def _decode(resp: Any) -> dict:
     data = resp.data if hasattr(resp, "data") else resp.read()
     return json.loads(data) if data else {}
@@ -139,7 +156,7 @@ class Watch:
             self._resp = fn(**kwargs)
         except ApiException as exc:
             self.client.stats.error(exc.status or 0)
-            raise _error(exc.status or 0, str(exc.reason)) from None
+            raise _error(exc.status or 0, _said(exc)) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self.client.stats.error(0)
             raise ApiError(0, f"watch {self.kind}: {exc}") from None
@@ -228,7 +245,7 @@ class KubeClient:
                 status = int(exc.status or 0)
                 self.stats.error(status)
                 if status not in RETRY_STATUSES or attempt == self.retries:
-                    raise _error(status, f"{what}: {exc.reason}") from None
+                    raise _error(status, f"{what}: {_said(exc)}") from None
                 log.warning("retrying %s after %s", what, status)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 self.stats.error(0)

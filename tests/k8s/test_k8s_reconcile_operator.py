@@ -1,0 +1,38 @@
+"""What an operator sees when running ``allot reconcile``: the API server's own words in errors,
+metrics that follow an outage, a readable text log, and the Job's status saying why it runs
+unallocated."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.cli import main
+from tests.k8s.reconcile_support import POLICY_NS, Env, job
+
+
+@pytest.fixture
+def env(kube_emulator, kube_client, tmp_path):
+    return Env(kube_emulator, kube_client, tmp_path / "policy")
+
+
+FORBIDDEN = ('jobs.batch is forbidden: User "system:serviceaccount:allot-system:allot-reconciler" '
+             'cannot list resource "jobs" in API group "batch" at the cluster scope')
+
+
+def test_api_errors_carry_the_api_servers_message(env, kube_kubeconfig, capsys):
+    """A refused call says what the API server said (which namespace is missing, which
+    permission the service account lacks), not only the HTTP reason phrase."""
+    env.nodes(1)
+    env.emu.fail_next("GET", r"/apis/batch/v1/jobs$", 403, times=1, body={
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": FORBIDDEN, "reason": "Forbidden", "code": 403})
+    report = env.reconciler().run_pass()
+    assert report.error == f"403: list jobs: {FORBIDDEN}"
+    args = ["reconcile", "--kubeconfig", str(kube_kubeconfig), "--once",
+            "--policy-repo", str(env.policy_root), "--namespace", "allot-elsewhere"]
+    assert main(args) == 1
+    said = [line for line in capsys.readouterr().err.splitlines()
+            if line.startswith("allot reconcile:")]
+    assert said == ["allot reconcile: pass not run: cannot read or write the Lease "
+                    "allot-elsewhere/allot-reconciler: 404: create leases in allot-elsewhere: "
+                    'namespaces "allot-elsewhere" not found'], said

@@ -120,6 +120,15 @@ class Reconciler:
         return self.elector.is_leader() or self.elector.try_acquire_or_renew()
 
     def run_pass(self) -> PassReport:
+        """One pass (module docstring). The API traffic counters are published after every
+        pass, whether it acted, stood by or could not read the cluster: an outage must show in
+        ``allot_api_errors_total`` while it lasts."""
+        try:
+            return self._run_pass()
+        finally:
+            self._api_metrics()
+
+    def _run_pass(self) -> PassReport:
         started = time.perf_counter()
         now = self.clock()
         self.health.beat()
@@ -261,7 +270,9 @@ class Reconciler:
         m.set("allot_last_loop_duration_seconds", report.duration_s)
         m.observe("allot_loop_duration_seconds", report.duration_s)
         m.set("allot_last_pass_timestamp_seconds", report.now)
-        stats = self.client.stats
+
+    def _api_metrics(self) -> None:
+        m, stats = self.metrics, self.client.stats
         with stats.lock:
             m.set("allot_api_calls_total", stats.calls)
             m.set("allot_api_retries_total", stats.retries)

@@ -36,3 +36,17 @@ def test_api_errors_carry_the_api_servers_message(env, kube_kubeconfig, capsys):
     assert said == ["allot reconcile: pass not run: cannot read or write the Lease "
                     "allot-elsewhere/allot-reconciler: 404: create leases in allot-elsewhere: "
                     'namespaces "allot-elsewhere" not found'], said
+
+
+def test_api_error_metrics_follow_an_outage_while_it_lasts(env):
+    """``allot_api_errors_total`` and ``allot_api_retries_total`` count the failures of a pass
+    that could not read the cluster: an alert on them fires during the outage, not after."""
+    env.nodes(1)
+    r = env.reconciler()
+    assert r.run_pass().acted
+    env.emu.fail_next("GET", r"/apis/batch/v1/jobs$", 503, times=20)
+    report = r.run_pass()
+    assert not report.acted and "503" in (report.error or "")
+    text = r.metrics.render()
+    assert 'allot_api_errors_total{status="503"} 5' in text, text
+    assert "allot_api_retries_total 4" in text

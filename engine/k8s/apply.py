@@ -220,9 +220,12 @@ class Applier:
         weight = billing_weight(act.placement, obs.node_cluster, config)
         template_spec = ((view.obj.get("spec") or {}).get("template") or {}).get("spec") or {}
         ann = marks.explain_annotations(status, commit, running=True)
+        # the status's reason is the action's plus, for unallocated work, why it runs unallocated
+        # (its submitter may not charge the budget it asked for, min runtime 0, a loan)
+        reason = status.reason if status is not None and status.reason else act.reason
         ann.update({
             marks.STATE: "running",
-            marks.REASON: act.reason,
+            marks.REASON: reason,
             marks.STARTED_AT: marks.format_time(now),
             marks.PROTECTED_UNTIL: marks.format_time(protected),
             marks.PLACEMENT: marks.format_placement(act.placement),
@@ -237,8 +240,8 @@ class Applier:
                           "template": {"spec": {"affinity": pin_affinity(template_spec,
                                                                          act.placement.nodes)}}}}
         guard = max(0.0, protected - now)
-        message = f"{act.reason}; protected for {format_duration(guard)}" if guard > 0 else \
-            f"{act.reason}; unprotected (preemptible at any time)"
+        message = f"{reason}; protected for {format_duration(guard)}" if guard > 0 else \
+            f"{reason}; unprotected (preemptible at any time)"
         return patch, ("Normal", "Admitted", message)
 
     def _preempt(self, view: JobView, act: Preempt, obs: Observation, config: Config, now: float,

@@ -50,3 +50,20 @@ def test_api_error_metrics_follow_an_outage_while_it_lasts(env):
     text = r.metrics.render()
     assert 'allot_api_errors_total{status="503"} 5' in text, text
     assert "allot_api_retries_total 4" in text
+
+
+def test_a_job_admitted_unallocated_says_why_at_once(env):
+    """README: a Job whose submitter is not a principal of the budget it names runs unallocated
+    "and its status says why": the Admitted Event and the reason annotation written with the
+    admission say it, not only an explanation refreshed a minute later."""
+    from engine.k8s import marks
+    from tests.k8s.reconcile_support import ann, events_for
+
+    env.nodes(1)
+    env.submit(job("team-b", "stray", budget="team-a", min_runtime="1h", gpus=1))
+    assert env.reconciler().run_pass().result.admitted == ["team-b/stray"]
+    why = ("runs unallocated: namespace:team-b may not charge budget 'team-a' "
+           "(its principals: namespace:team-a)")
+    assert why in ann(env.job("team-b", "stray"))[marks.REASON]
+    (event,) = events_for(env.emu, "stray", "Admitted")
+    assert why in event["message"], event["message"]

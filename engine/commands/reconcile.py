@@ -95,12 +95,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """A plain line for humans: time, level, logger, message, then the record's fields as
+    ``key=value`` (a ``pass`` record's admitted, preempted, ... as in the JSON format)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "fields", None) or {}
+        if not fields:
+            return line
+        said = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in fields.items())
+        head, sep, tail = line.partition("\n")  # (a traceback stays below the fields)
+        return f"{head} {said}{sep}{tail}"
+
+
 def setup_logging(fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger("allot")
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)

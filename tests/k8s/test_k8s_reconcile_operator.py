@@ -67,3 +67,20 @@ def test_a_job_admitted_unallocated_says_why_at_once(env):
     assert why in ann(env.job("team-b", "stray"))[marks.REASON]
     (event,) = events_for(env.emu, "stray", "Admitted")
     assert why in event["message"], event["message"]
+
+
+def test_the_text_log_format_keeps_what_a_pass_did(env, kube_kubeconfig, capsys):
+    """``--log-format text`` is for humans: its ``pass`` line still says what was admitted
+    (the JSON format's fields), not the bare word ``pass``."""
+    import logging
+
+    env.nodes(1)
+    env.submit(job("team-a", "dbg", budget="team-a", min_runtime="10m", gpus=2))
+    try:
+        assert main(["reconcile", "--kubeconfig", str(kube_kubeconfig), "--once",
+                     "--policy-repo", str(env.policy_root), "--namespace", POLICY_NS,
+                     "--log-format", "text"]) == 0
+    finally:
+        logging.getLogger("allot").handlers[:] = []
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if " allot.k8s.loop: pass" in x]
+    assert 'admitted=["team-a/dbg"]' in line and "pending=0" in line, line

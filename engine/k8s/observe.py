@@ -33,10 +33,12 @@ has one and the node has no label. Domain: the ``policy.node_labels.domain`` lab
 name. Unhealthy: ``Ready`` False or Unknown (a node without a Ready condition is trusted), a
 condition in ``policy.drain.unhealthy_conditions`` True, the maintenance taint (any effect) or
 the maintenance label (any value but ``false``). Cordoned: ``spec.unschedulable``. GPUs:
-allocatable; of them ``foreign``: what running pods that belong to no managed Job request on
-that node (other tenants' pods), at most the allocatable: never free to managed work while they
-run, but no reason to reject a Job the node could hold (pods of managed Jobs are accounted by
-placements instead).
+allocatable; of them ``foreign``: what running pods that belong to no running managed Job
+request on that node (other tenants' pods, and the pods of a managed Job that was suspended or
+failed while they still terminate: a preempted Job checkpointing in its grace period), at most
+the allocatable: never free to managed work while they run, and a node holding them is not
+empty (not drained), but no reason to reject a Job the node could hold (pods of running managed
+Jobs are accounted by placements instead).
 """
 
 from __future__ import annotations
@@ -238,7 +240,7 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
     occupancy: list[Occupancy] = []
     finished: list[str] = []
     held: list[str] = []
-    managed_ids: set[str] = set()
+    placed_ids: set[str] = set()  # running managed Jobs: their GPUs are in their placements
     node_objs = {str(meta_of(n).get("name", "")): n for n in nodes}
     states: dict[str, NodeState] = {}
     for name, obj in node_objs.items():
@@ -259,13 +261,13 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
             unreadable[wid] = f"{type(err).__name__}: {err}"
             continue
         kind, workload, run, runs, ended = read
-        managed_ids.add(wid)
         occupancy.extend(runs)
         if ended:
             finished.append(wid)
         if kind == "running":
             assert run is not None  # (a running Job has its run)
             running.append(run)
+            placed_ids.add(wid)
         elif kind == "held":
             held.append(wid)
         elif kind == "pending":
@@ -282,8 +284,8 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
         node = spec.get("nodeName")
         if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        if _pod_job(pod) in managed_ids:
-            continue
+        if _pod_job(pod) in placed_ids:
+            continue  # (a preempted, held or failed Job's pods still terminating hold GPUs)
         others[node] = others.get(node, 0) + pod_spec_gpus(spec, resource)
 
     node_states = [replace(states[name], foreign=min(states[name].gpus, max(0, others.get(name, 0))))

@@ -84,3 +84,33 @@ def test_the_text_log_format_keeps_what_a_pass_did(env, kube_kubeconfig, capsys)
         logging.getLogger("allot").handlers[:] = []
     (line,) = [x for x in capsys.readouterr().err.splitlines() if " allot.k8s.loop: pass" in x]
     assert 'admitted=["team-a/dbg"]' in line and "pending=0" in line, line
+
+
+def test_a_node_is_not_drained_while_an_evicted_jobs_pods_still_terminate(tmp_path):
+    """An evicted (suspended) Job's pods keep their GPUs through the grace period (SIGTERM, the
+    checkpoint, the kill): the node is not empty, so it is not labelled drained for repair
+    automation to take, and those GPUs are not offered to other work, until the pods are gone."""
+    from engine.core.decide import decide
+    from engine.core.types import MarkDrained
+    from engine.k8s import marks
+    from engine.k8s.observe import observe
+    from engine.loader import load_config
+    from tests.k8s.reconcile_support import node, write_policy
+
+    config = load_config(write_policy(tmp_path / "policy"))
+    evicted = job("team-a", "ckpt", budget="team-a", min_runtime="1h", gpus=8)
+    evicted["metadata"]["annotations"].update({marks.STATE: "preempted"})
+    pod = {"metadata": {"name": "ckpt-0", "namespace": "team-a",
+                        "deletionTimestamp": "2025-06-15T12:00:00Z",
+                        "labels": {"batch.kubernetes.io/job-name": "ckpt"}},
+           "spec": {"nodeName": "n1", "containers": [
+               {"resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+           "status": {"phase": "Running"}}
+    sick = node("n1", 8, conditions={"GPUUnhealthy": "True"}, unschedulable=True)
+    now = 1_750_000_000.0
+    terminating = observe([evicted], [pod], [sick], config, now).snapshot
+    assert terminating.nodes[0].foreign == 8
+    assert not [a for a in decide(terminating, config, now).actions if isinstance(a, MarkDrained)]
+    gone = observe([evicted], [], [sick], config, now).snapshot
+    assert [a.node for a in decide(gone, config, now).actions
+            if isinstance(a, MarkDrained)] == ["n1"]

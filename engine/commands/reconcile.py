@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "Events (default: $POD_NAMESPACE, the in-cluster namespace, else "
                              "allot-system)")
     parser.add_argument("--watch-namespace", default=None, metavar="NS",
-                        help="manage Jobs of this namespace only (default: all namespaces)")
+                        help="manage Jobs of this namespace only (default: all namespaces); pods are read in "
+                             "every namespace (other tenants' GPUs on the same nodes)")
     parser.add_argument("--identity", default=None,
                         help="leader-election identity (default: $POD_NAME, else the host name)")
     parser.add_argument("--lease-duration", type=seconds_arg, default=15.0, metavar="S",

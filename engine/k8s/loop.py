@@ -156,7 +156,9 @@ class Reconciler:
             ns = self.options.watch_namespace
             nodes, _ = self.client.list("nodes")
             jobs, _ = self.client.list("jobs", ns)
-            pods, _ = self.client.list("pods", ns)
+            # every namespace's pods: with --watch-namespace the others are other tenants'
+            # GPUs on the same nodes (never offered to managed work)
+            pods, _ = self.client.list("pods")
             obs = observe(jobs, pods, nodes, config, now)
             if self.ledger is None or self.options.dry_run:
                 self.ledger = self.store.load(config)

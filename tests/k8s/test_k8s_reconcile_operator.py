@@ -114,3 +114,15 @@ def test_a_node_is_not_drained_while_an_evicted_jobs_pods_still_terminate(tmp_pa
     gone = observe([evicted], [], [sick], config, now).snapshot
     assert [a.node for a in decide(gone, config, now).actions
             if isinstance(a, MarkDrained)] == ["n1"]
+
+
+def test_watch_namespace_still_sees_other_namespaces_pods_on_its_nodes(env):
+    """``--watch-namespace`` limits the Jobs managed, not the pods read: another namespace's
+    pods on the same nodes are other tenants' GPUs, never offered to a managed Job."""
+    env.nodes(1)
+    env.submit(job("infra", "other", contract=False, suspend=False, gpus=8))
+    assert [p["spec"].get("nodeName") for p in env.emu.job_pods("infra", "other")] == ["n0"]
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="1h", gpus=8))
+    report = env.reconciler(watch_namespace="team-a").run_pass()
+    assert report.acted and report.result.admitted == []
+    assert report.observation.snapshot.nodes[0].foreign == 8

@@ -26,6 +26,15 @@ from engine.commands import port, seconds_arg
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
+def lease_arg(text: str) -> float:
+    """argparse type of ``--lease-duration``: a time span of at least 1 s (the Lease holds it in
+    whole seconds, and the API server refuses a ``leaseDurationSeconds`` of 0)."""
+    value = seconds_arg(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1s, got {text!r}: the Lease counts whole seconds and the API "
+            f"server refuses a duration of 0 (no replica could lead)")
+    return value
 
 
 def _default_namespace() -> str:
@@ -71,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "every namespace (other tenants' GPUs on the same nodes)")
     parser.add_argument("--identity", default=None,
                         help="leader-election identity (default: $POD_NAME, else the host name)")
-    parser.add_argument("--lease-duration", type=seconds_arg, default=15.0, metavar="S",
+    parser.add_argument("--lease-duration", type=lease_arg, default=15.0, metavar="S",
                         help="Lease duration; a standby takes over this long after the leader "
                              "stopped renewing (default: 15)")
     parser.add_argument("--export-trace", metavar="PATH", default=None,

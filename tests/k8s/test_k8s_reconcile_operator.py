@@ -126,3 +126,13 @@ def test_watch_namespace_still_sees_other_namespaces_pods_on_its_nodes(env):
     report = env.reconciler(watch_namespace="team-a").run_pass()
     assert report.acted and report.result.admitted == []
     assert report.observation.snapshot.nodes[0].foreign == 8
+
+
+@pytest.mark.parametrize("value", ["0", "0s", "0.4"])
+def test_a_lease_duration_no_api_server_accepts_is_refused_up_front(value, capsys):
+    """The Lease holds whole seconds and the API server refuses ``leaseDurationSeconds: 0``: a
+    reconciler started so could never lead; it is refused before anything runs."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["reconcile", "--once", "--lease-duration", value])
+    assert exit_.value.code == 2
+    assert f"argument --lease-duration: must be at least 1s, got '{value}'" in capsys.readouterr().err

@@ -179,7 +179,7 @@ class Applier:
         patch, event = build(view)
         if self.dry_run:
             res.planned.append(f"{verb} {wid}" + (f": {event[2]}" if event else ""))
-            log.info("dry-run: would %s %s", verb, wid, extra={"patch": patch})
+            log.info("dry-run: would %s %s", verb, wid, extra={"fields": {"patch": patch}})
             done.append(wid)
             return True
         if not self.may_write():

@@ -136,3 +136,21 @@ def test_a_lease_duration_no_api_server_accepts_is_refused_up_front(value, capsy
         main(["reconcile", "--once", "--lease-duration", value])
     assert exit_.value.code == 2
     assert f"argument --lease-duration: must be at least 1s, got '{value}'" in capsys.readouterr().err
+
+
+def test_a_dry_run_logs_the_patch_it_would_send(env, kube_kubeconfig, capsys):
+    """``--dry-run`` logs what would be done: each ``would admit`` record carries the patch
+    (in the JSON log's fields), not only the Job's name."""
+    import json
+    import logging
+
+    env.nodes(1)
+    env.submit(job("team-a", "dbg", budget="team-a", min_runtime="10m", gpus=2))
+    try:
+        assert main(["reconcile", "--kubeconfig", str(kube_kubeconfig), "--once", "--dry-run",
+                     "--policy-repo", str(env.policy_root), "--namespace", POLICY_NS]) == 0
+    finally:
+        logging.getLogger("allot").handlers[:] = []
+    records = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    (would,) = [r for r in records if r["msg"] == "dry-run: would admit team-a/dbg"]
+    assert would["patch"]["spec"]["suspend"] is False

@@ -28,7 +28,9 @@ annotations of every other managed Job.
   Written once: a Job already rejected for the same reason is not touched again.
 - **Hold** (a contract Job found running without admission): suspended and queued.
 - **Cordon**: ``spec.unschedulable: true`` on the node; **MarkDrained**: the policy's
-  ``drain.drained_label`` set to ``"true"`` on the node.
+  ``drain.drained_label`` set to ``"true"`` on the node. A node it cordoned that is healthy
+  again (``Observation.healed``) is uncordoned, its cordon reason and drained label removed
+  (Event ``Uncordoned``): repaired, it is back in service, as in the simulator.
 
 Explanations (``reason``, ``rank``, ``rank-metric``, ``queue-position``, ``config``) are
 refreshed at most every ``refresh_s`` per Job (and at once for a Job never explained), so a
@@ -68,6 +70,7 @@ class ApplyResult:
     held: list[str] = field(default_factory=list)
     cordoned: list[str] = field(default_factory=list)
     drained: list[str] = field(default_factory=list)
+    uncordoned: list[str] = field(default_factory=list)  # healthy again, back in service
     explained: int = 0
     skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -154,6 +157,12 @@ class Applier:
                     continue  # already labelled: decide reports it every pass
                 self._node_write(res, act.node, "Drained", act.reason,
                                  {"metadata": {"labels": {label: "true"}}}, res.drained)
+        for node, why in obs.healed.items():
+            self._node_write(res, node, "Uncordoned", f"healthy again: back in service (cordoned "
+                             f"as {why!r})", {"spec": {"unschedulable": False}, "metadata": {
+                                 "annotations": {marks.CORDON_REASON: None},
+                                 "labels": {config.policy.drain.drained_label: None}}},
+                             res.uncordoned)
         for wid in obs.held:
             touched.add(wid)
             self._job_write(res, obs, wid, "hold", lambda v: self._hold(v, now, commit), res.held)

@@ -209,7 +209,7 @@ class Reconciler:
             "running": report.running, "admitted": result.admitted,
             "preempted": result.preempted, "evicted": result.evicted,
             "rejected": result.rejected, "held": result.held, "cordoned": result.cordoned,
-            "drained": result.drained, "explained": result.explained, "stale": result.stale,
+            "drained": result.drained, "uncordoned": result.uncordoned, "explained": result.explained, "stale": result.stale,
             "errors": result.errors, "planned": result.planned,
             "charged_gpu_s": round(report.charged_gpu_s, 3), "dry_run": self.options.dry_run}})
         return report
@@ -262,6 +262,7 @@ class Reconciler:
         m.inc("allot_holds_total", len(result.held))
         m.inc("allot_cordons_total", len(result.cordoned))
         m.inc("allot_drained_nodes_total", len(result.drained))
+        m.inc("allot_uncordons_total", len(result.uncordoned))
         m.inc("allot_stale_writes_total", 1 if result.stale else 0)
         m.inc("allot_ledger_charged_gpu_seconds_total", report.charged_gpu_s)
         for name, attr in (("allot_leaf_usage_gpu_seconds", "usage"), ("allot_leaf_share", "share"),

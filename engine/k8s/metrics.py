@@ -11,7 +11,7 @@ Families (labels in braces):
   left out of the pass, each logged once)
 - ``allot_admissions_total``, ``allot_preemptions_total{cause="contention"|"drain"}``,
   ``allot_rejections_total``, ``allot_holds_total``, ``allot_cordons_total``,
-  ``allot_drained_nodes_total``, ``allot_stale_writes_total``
+  ``allot_drained_nodes_total``, ``allot_uncordons_total``, ``allot_stale_writes_total``
 - ``allot_leaf_usage_gpu_seconds{leaf}``, ``allot_leaf_share{leaf}``,
   ``allot_leaf_rank_metric{leaf}``, ``allot_leaf_rank{leaf}``
 - ``allot_waiting_gpus{leaf,cause}``: GPUs of the Jobs still waiting after the last pass,
@@ -50,6 +50,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "allot_rejections_total": ("counter", "Jobs rejected (never admitted)."),
     "allot_holds_total": ("counter", "Contract Jobs found unsuspended and queued."),
     "allot_cordons_total": ("counter", "Nodes cordoned."),
+    "allot_uncordons_total": ("counter", "Nodes it had cordoned, uncordoned once healthy again."),
     "allot_drained_nodes_total": ("counter", "Nodes labelled drained."),
     "allot_stale_writes_total": ("counter", "Writes refused because the object changed."),
     "allot_leaf_usage_gpu_seconds": ("gauge", "Charged GPU-seconds in the lookback window."),

@@ -32,7 +32,9 @@ policy cluster: its ``policy.node_labels.cluster`` label, or the only cluster wh
 has one and the node has no label. Domain: the ``policy.node_labels.domain`` label, else the node
 name. Unhealthy: ``Ready`` False or Unknown (a node without a Ready condition is trusted), a
 condition in ``policy.drain.unhealthy_conditions`` True, the maintenance taint (any effect) or
-the maintenance label (any value but ``false``). Cordoned: ``spec.unschedulable``. GPUs:
+the maintenance label (any value but ``false``). Cordoned: ``spec.unschedulable``; a node the
+reconciler cordoned (its ``cordon-reason`` annotation) that is healthy again is *healed*
+(``Observation.healed``): the loop uncordons it. One an operator cordoned is left alone. GPUs:
 allocatable; of them ``foreign``: what running pods that belong to no running managed Job
 request on that node (other tenants' pods, and the pods of a managed Job that was suspended or
 failed while they still terminate: a preempted Job checkpointing in its grace period), at most
@@ -103,6 +105,9 @@ class Observation:
     node_cluster: Mapping[str, str]
     # managed Jobs that could not be read (left out as if unmanaged) -> why
     unreadable: Mapping[str, str] = field(default_factory=dict)
+    # nodes the reconciler cordoned (its cordon-reason annotation) that are healthy again ->
+    # that reason: the loop returns them to service, as the simulator does with a repaired node
+    healed: Mapping[str, str] = field(default_factory=dict)
 
 
 def node_state(node: Obj, config: Config) -> NodeState | None:
@@ -292,5 +297,9 @@ def observe(jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj],
                    for name in sorted(states)]
     snapshot = Snapshot(nodes=tuple(node_states), running=tuple(running),
                         pending=tuple(pending))
+    healed = {name: str(reason) for name, state in sorted(states.items())
+              if state.healthy and state.cordoned
+              and (reason := (meta_of(node_objs[name]).get("annotations") or {}).get(
+                  marks.CORDON_REASON)) is not None}
     return Observation(snapshot, views, node_objs, tuple(occupancy), tuple(finished),
-                       tuple(held), node_cluster, unreadable)
+                       tuple(held), node_cluster, unreadable, healed)

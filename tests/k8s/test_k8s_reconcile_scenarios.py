@@ -171,6 +171,34 @@ def test_unhealthy_node_is_cordoned_drained_as_min_runtimes_end_and_labelled(env
     assert len(events_for(env.emu, sick, "Drained")) == 1
 
 
+def test_a_node_healthy_again_is_back_in_service_but_an_operators_cordon_stays(env):
+    env.nodes(2)
+    r = env.reconciler()
+    sick, kept = "n0", "n1"
+    env.emu.set_node_condition(sick, "GPUUnhealthy", "True")
+    env.emu.patch("nodes", None, kept, {"spec": {"unschedulable": True}})  # an operator's cordon
+    first = r.run_pass().result
+    assert first.cordoned == [sick] and first.drained == [sick]  # (empty: drained at once)
+    assert env.emu.get("nodes", None, sick)["metadata"]["labels"]["allot.dev/drained"] == "true"
+    env.emu.set_node_condition(sick, "GPUUnhealthy", "False")  # repaired
+    env.advance(60)
+    report = r.run_pass()
+    assert report.result.uncordoned == [sick]
+    node = env.emu.get("nodes", None, sick)
+    assert not node["spec"].get("unschedulable")
+    assert marks.CORDON_REASON not in (node["metadata"].get("annotations") or {})
+    assert "allot.dev/drained" not in (node["metadata"].get("labels") or {})
+    (ev,) = events_for(env.emu, sick, "Uncordoned")
+    assert ev["type"] == "Normal" and "healthy again" in ev["message"]
+    assert env.emu.get("nodes", None, kept)["spec"]["unschedulable"] is True
+    # back in service: an 8-GPU job starts there (the other node is still the operator's)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="1h", gpus=8))
+    env.advance(60)
+    report = r.run_pass()
+    assert report.result.admitted == ["team-a/a"] and report.result.uncordoned == []
+    assert ann(env.job("team-a", "a"))[marks.PLACEMENT] == f"{sick}=8"
+
+
 def test_bad_contract_is_rejected_with_an_event_and_never_admitted(env):
     env.nodes(1)
     env.submit(job("team-a", "typo", budget="team-aa", min_runtime="1h", gpus=1))

@@ -8,6 +8,8 @@ each, 8-GPU nodes, min runtime capped at 8 h, grace period 2 m.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engine.k8s import marks
@@ -161,6 +163,10 @@ def test_unhealthy_node_is_cordoned_drained_as_min_runtimes_end_and_labelled(env
     assert report.result.evicted == ["team-a/a"] and report.result.preempted == []
     (ev,) = events_for(env.emu, "a", "Evicted")
     assert "unhealthy" in ev["message"]
+    # times people read are RFC 3339, not the clock's epoch seconds (t=1796469421)
+    ended = f"its min runtime ended at {marks.format_kube_time(T0 + 3600)}"
+    assert ended in ev["message"] and ended in ann(env.job("team-a", "a"))[marks.REASON]
+    assert not re.search(r"t=\d{10}", ev["message"] + ann(env.job("team-a", "a"))[marks.REASON])
     env.advance(60)
     report = r.run_pass()
     assert report.result.drained == [sick]

@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping
 
 from engine.core.types import Admit, Cordon, Decision, MarkDrained, Placement, Preempt, Reject, \
     WorkloadStatus, as_run
-from engine.durations import format_duration
+from engine.durations import format_duration, readable_times
 from engine.k8s import marks
 from engine.k8s.client import ApiError, Conflict, KubeClient
 from engine.k8s.observe import JobView, Observation, billing_weight
@@ -140,14 +140,14 @@ class Applier:
                 touched.add(act.workload_id)
                 view = obs.jobs.get(act.workload_id)
                 if view is not None and view.state == "rejected" and \
-                        view.annotations.get(marks.REASON) == marks.readable(act.reason):
+                        view.annotations.get(marks.REASON) == readable_times(act.reason):
                     continue
                 self._job_write(res, obs, act.workload_id, "reject",
                                 partial(self._reject, act=act, now=now, commit=commit), res.rejected)
             elif isinstance(act, Cordon):
                 self._node_write(res, act.node, "Cordoned", act.reason,
                                  {"spec": {"unschedulable": True},
-                                  "metadata": {"annotations": {marks.CORDON_REASON: marks.readable(act.reason)}}},
+                                  "metadata": {"annotations": {marks.CORDON_REASON: readable_times(act.reason)}}},
                                  res.cordoned)
             elif isinstance(act, MarkDrained):
                 label = config.policy.drain.drained_label
@@ -234,7 +234,7 @@ class Applier:
         reason = status.reason if status is not None and status.reason else act.reason
         ann.update({
             marks.STATE: "running",
-            marks.REASON: marks.readable(reason),
+            marks.REASON: readable_times(reason),
             marks.STARTED_AT: marks.format_time(now),
             marks.PROTECTED_UNTIL: marks.format_time(protected),
             marks.PLACEMENT: marks.format_placement(act.placement),
@@ -265,7 +265,7 @@ class Applier:
         count = int(marks.number(ann.get(marks.PREEMPTIONS), 0)) + 1
         ran = marks.number(ann.get(marks.RUN_SECONDS), 0.0) + (record.end - record.start)
         patch = {"metadata": {"annotations": {
-            marks.STATE: "preempted", marks.REASON: marks.readable(act.reason),
+            marks.STATE: "preempted", marks.REASON: readable_times(act.reason),
             marks.STARTED_AT: None, marks.PROTECTED_UNTIL: None, marks.PLACEMENT: None,
             marks.GPUS: None, marks.WEIGHT: None, marks.LAST_RUN: record.to_text(),
             marks.PREEMPTIONS: str(count), marks.RUN_SECONDS: f"{ran:.3f}",
@@ -284,7 +284,7 @@ class Applier:
     def _reject(self, view: JobView, act: Reject, now: float,
                 commit: str) -> tuple[dict, tuple[str, str, str]]:
         patch = {"metadata": {"annotations": {
-            marks.STATE: "rejected", marks.REASON: marks.readable(act.reason),
+            marks.STATE: "rejected", marks.REASON: readable_times(act.reason),
             marks.CONFIG: commit or None,
             marks.QUEUE_POSITION: None, marks.WAITING: None,
             marks.UPDATED_AT: marks.format_time(now)}}}
@@ -381,7 +381,7 @@ class Applier:
             "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
                          "namespace": namespace},
             "involvedObject": {k: v for k, v in involved.items() if v},
-            "reason": reason, "message": (marks.readable(message) or "")[:1024], "type": etype,
+            "reason": reason, "message": (readable_times(message) or "")[:1024], "type": etype,
             "source": {"component": COMPONENT},
             "reportingComponent": "allot.dev/reconciler", "reportingInstance": self.identity,
             "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from engine.core.types import Placement, WorkloadStatus
+from engine.durations import readable_times
 from engine.model import Principal
 
 PREFIX = "allot.dev/"
@@ -70,19 +70,6 @@ def format_time(t: float) -> str:
     """Epoch seconds -> ``2025-01-31T12:00:00.000Z``."""
     dt = datetime.fromtimestamp(round(t, 3), tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
-
-_EPOCH = re.compile(r"\bt=(\d{10,})(?:\.\d+)?")  # ``t=1796469421``: epoch seconds (2001 on)
-
-
-def readable(text: str | None) -> str | None:
-    """The core's texts say times as ``t=<seconds>`` on the shell's clock (the simulator's
-    seconds of a run, the cluster's epoch seconds): in what the reconciler writes for people
-    (Events, the reason annotations) an epoch time reads as RFC 3339, ``its min runtime ended
-    at 2026-12-05T11:20:00Z``; anything else is left as it is."""
-    if not text:
-        return text
-    return _EPOCH.sub(lambda m: format_kube_time(float(m.group(1))), text)
 
 
 def format_micro_time(t: float) -> str:
@@ -238,7 +225,7 @@ def explain_annotations(status: WorkloadStatus | None, commit: str, running: boo
     if status is None:
         return {}
     out: dict[str, str | None] = {
-        REASON: readable(status.reason),
+        REASON: readable_times(status.reason),
         RANK: None if status.rank is None else str(status.rank),
         METRIC: None if status.metric is None else format_metric(status.metric),
         QUEUE_POSITION: None if status.queue_position is None else str(status.queue_position),

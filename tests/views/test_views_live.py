@@ -50,6 +50,10 @@ def test_reconciler_serves_the_dashboard_and_the_cli_explains_its_decision(
         assert out.startswith("team-a/waits: pending")
         assert "It needs 8 GPUs; 0 are free" in out and "0 GPUs run lower-ranked" in out
         assert "8 more are protected (the first become preemptible" in out
+        # a live cluster's times read as RFC 3339, not as epoch seconds
+        from engine.k8s.marks import format_kube_time
+        assert f"preemptible {format_kube_time(T0 + 3600)} (in 50m)" in out
+        assert "t=17" not in out
         assert main(["queue", "--url", url, "--format", "json"]) == 0
         queue = json.loads(capsys.readouterr().out)["queue"]
         assert queue[0]["id"] == "team-a/waits" and queue[0]["rank"] == 1

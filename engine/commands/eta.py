@@ -11,7 +11,7 @@ import argparse
 import json
 
 from engine.commands import Checked, seconds_arg
-from engine.views.source import add_view_arguments, job_id, load_state
+from engine.views.source import add_view_arguments, for_people, job_id, load_state
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,17 +48,21 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({"workload": wid, "state": status.state, **fc.to_dict(), "notes": state.notes}, indent=2))
         return 0
+
+    def say(line: str) -> None:
+        print(for_people(state, line))
+
     if start is not None:
-        print(f"{wid}: forecast start {when(start, state.now)}, a wait of {format_duration(round(start - state.now))} "
-              f"from now (queue position {status.queue_position}).")
+        say(f"{wid}: forecast start {when(start, state.now)}, a wait of {format_duration(round(start - state.now))} "
+            f"from now (queue position {status.queue_position}).")
     elif fc.outcome[wid] == "rejected":
-        print(f"{wid}: the scheduler would reject it: {status.reason}")
+        say(f"{wid}: the scheduler would reject it: {status.reason}")
     else:
-        print(f"{wid}: not started within the forecast horizon of {format_duration(args.horizon)} "
-              f"(queue position {status.queue_position}).")
-    print("Assumptions:")
+        say(f"{wid}: not started within the forecast horizon of {format_duration(args.horizon)} "
+            f"(queue position {status.queue_position}).")
+    say("Assumptions:")
     for a in fc.assumptions:
-        print(f"  - {a}")
+        say(f"  - {a}")
     for n in state.notes:
-        print(f"note: {n}")
+        say(f"note: {n}")
     return 0

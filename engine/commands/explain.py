@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from engine.durations import readable_times
 from engine.errors import Problem, UserError
-from engine.views.source import add_view_arguments, job_id, load_state, view_flag_problems
+from engine.views.source import (add_view_arguments, for_people, job_id, load_state,
+                                 view_flag_problems)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({**exp.to_dict(), "now": state.now, "notes": state.notes}, indent=2))
     else:
-        live = state.source == "live"  # (its clock is epoch seconds: times as RFC 3339)
         for line in [exp.text(), *(f"note: {n}" for n in state.notes)]:
-            print(readable_times(line) if live else line)
+            print(for_people(state, line))
     return 0
 
 

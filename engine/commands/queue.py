@@ -12,7 +12,7 @@ import argparse
 import json
 
 from engine.errors import Problem, UserError
-from engine.views.source import add_view_arguments, load_state
+from engine.views.source import add_view_arguments, for_people, load_state
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
                                                  "queue": rows, "notes": state.notes}
         print(json.dumps(doc, indent=None if args.full else 2))
     else:
-        print(queue_text(state, rows, args.cluster, args.team))
+        print(for_people(state, queue_text(state, rows, args.cluster, args.team)))
     return 0

@@ -27,6 +27,7 @@ from typing import Callable
 
 from engine.commands import Checked, days, read_json, refused_flags, seconds_arg, seed, tasks
 from engine.commands.progress import ProgressLine, bar
+from engine.durations import readable_times
 from engine.errors import Problem, UserError
 from engine.sim.schedulers import Scheduler
 from engine.views import statecache
@@ -107,6 +108,13 @@ def job_id(state: ViewState, job: str) -> str:
         return state.one(job)
     except NotFound as err:
         raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
+
+
+def for_people(state: ViewState, text: str) -> str:
+    """``text`` as a view prints it: a live cluster's clock is epoch seconds, so its times
+    (``t=1796469421``) read as RFC 3339 (:func:`~engine.durations.readable_times`), as in the
+    reconciler's Events; a simulation's seconds of the run stay as they are."""
+    return (readable_times(text) or "") if state.source == "live" else text
 
 
 def view_flag_problems(args: argparse.Namespace) -> list[Problem]:

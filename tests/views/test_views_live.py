@@ -54,6 +54,12 @@ def test_reconciler_serves_the_dashboard_and_the_cli_explains_its_decision(
         from engine.k8s.marks import format_kube_time
         assert f"preemptible {format_kube_time(T0 + 3600)} (in 50m)" in out
         assert "t=17" not in out
+        assert main(["queue", "--url", url]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"Queue at {format_kube_time(T0 + 600)}: 1 waiting.") and "t=17" not in out
+        assert main(["eta", "waits", "--url", url, "--horizon", "4h"]) == 0
+        out = capsys.readouterr().out
+        assert "waits: forecast start 2025-" in out and "t=17" not in out
         assert main(["queue", "--url", url, "--format", "json"]) == 0
         queue = json.loads(capsys.readouterr().out)["queue"]
         assert queue[0]["id"] == "team-a/waits" and queue[0]["rank"] == 1

@@ -102,7 +102,7 @@ def explain(state: ViewState, query: str) -> Explanation:
     leaf, note = charged_leaf(w, d.ranks)
     if st.state == "rejected":
         leaf, note = None, w.invalid or st.reason
-    out.append(_contract(state, w, leaf, note))
+    out.append(_contract(state, w, leaf, note, refused=st.state == "rejected"))
     n = len(d.ranks)
     if leaf is not None:
         r = d.ranks[leaf]
@@ -136,9 +136,11 @@ def explain(state: ViewState, query: str) -> Explanation:
     return Explanation(wid, st.state, tuple(out))
 
 
-def _contract(state: ViewState, w, leaf: str | None, note: str) -> Statement:
+def _contract(state: ViewState, w, leaf: str | None, note: str, refused: bool = False) -> Statement:
     c = w.contract
-    if leaf is None:
+    if refused:  # (not free work: it never runs as it is)
+        money = f"refused, never admitted as it is: {note}"
+    elif leaf is None:
         money = f"unallocated (free, never charged, preemptible at any time): {note}"
     else:
         money = (f"charged to budget {leaf}, protected for its min runtime of "

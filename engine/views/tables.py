@@ -58,7 +58,8 @@ def queue_text(state: ViewState, rows: list[dict[str, Any]], cluster: str | None
             f"1.00 = on budget), then priority within a budget, then submit time; unallocated work last.")
     body = table(
         ("POS", "WORKLOAD", "BUDGET", "RANK", "METRIC", "PRIO", "GPUS", "MIN-RT", "WAITED", "STATE", "WHY"),
-        [(r["position"], r["id"], r["leaf"] or f"(free) {r['requested_budget'] or ''}".strip(), r["rank"],
+        [(r["position"], r["id"], r["leaf"] or f"({'refused' if r['state'] == 'rejected' else 'free'}) "
+          f"{r['requested_budget'] or ''}".strip(), r["rank"],
           metric_text(r["metric"]), r["priority"], r["gpus"], format_duration(r["min_runtime_s"]),
           ago(r["wait_s"]), r["state"], r["cause"] or "-") for r in rows])
     notes = "\n".join(f"note: {n}" for n in state.notes)

@@ -73,3 +73,25 @@ def test_reconciler_serves_the_dashboard_and_the_cli_explains_its_decision(
         assert any("run until preempted" in a for a in fc["assumptions"])
     finally:
         server.shutdown()
+
+
+def test_a_rejected_job_reads_as_refused_not_as_free_work(kube_emulator, kube_client, tmp_path, capsys):
+    env = Env(kube_emulator, kube_client, tmp_path / "policy")
+    env.nodes(1)
+    env.submit(job("team-a", "bad", budget="team-a", min_runtime="9h", gpus=1))  # above the 8 h cap
+    rec = LiveRecorder()
+    r = env.reconciler()
+    r.listeners.append(rec.record)
+    assert r.run_pass().result.rejected == ["team-a/bad"]
+    server = serve(Metrics(), Health(), 0, host="127.0.0.1", app=rec.app)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert main(["explain", "bad", "--url", url]) == 0
+        out = capsys.readouterr().out
+        assert "refused, never admitted as it is:" in out and "9h is above the policy cap" in out
+        assert "unallocated (free" not in out
+        assert main(["queue", "--url", url]) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines() if "team-a/bad" in line)
+        assert "(refused)" in row and "(free)" not in row
+    finally:
+        server.shutdown()

@@ -50,7 +50,7 @@ from engine.core.types import Admit, Cordon, Decision, MarkDrained, Placement, P
 from engine.durations import format_duration, readable_times
 from engine.k8s import marks
 from engine.k8s.client import ApiError, Conflict, KubeClient
-from engine.k8s.observe import JobView, Observation, billing_weight
+from engine.k8s.observe import JobView, Observation, billing_weight, unhealthy_because
 from engine.model import Config
 
 log = logging.getLogger("allot.k8s.apply")
@@ -145,9 +145,11 @@ class Applier:
                 self._job_write(res, obs, act.workload_id, "reject",
                                 partial(self._reject, act=act, now=now, commit=commit), res.rejected)
             elif isinstance(act, Cordon):
-                self._node_write(res, act.node, "Cordoned", act.reason,
+                signals = unhealthy_because(obs.nodes.get(act.node) or {}, config)
+                text = f"{act.reason} ({'; '.join(signals)})" if signals else act.reason
+                self._node_write(res, act.node, "Cordoned", text,
                                  {"spec": {"unschedulable": True},
-                                  "metadata": {"annotations": {marks.CORDON_REASON: readable_times(act.reason)}}},
+                                  "metadata": {"annotations": {marks.CORDON_REASON: readable_times(text)}}},
                                  res.cordoned)
             elif isinstance(act, MarkDrained):
                 label = config.policy.drain.drained_label
@@ -157,9 +159,9 @@ class Applier:
                     continue  # already labelled: decide reports it every pass
                 self._node_write(res, act.node, "Drained", act.reason,
                                  {"metadata": {"labels": {label: "true"}}}, res.drained)
-        for node, why in obs.healed.items():
+        for node, was in obs.healed.items():
             self._node_write(res, node, "Uncordoned", f"healthy again: back in service (cordoned "
-                             f"as {why!r})", {"spec": {"unschedulable": False}, "metadata": {
+                             f"as {was!r})", {"spec": {"unschedulable": False}, "metadata": {
                                  "annotations": {marks.CORDON_REASON: None},
                                  "labels": {config.policy.drain.drained_label: None}}},
                              res.uncordoned)

@@ -127,27 +127,35 @@ def node_state(node: Obj, config: Config) -> NodeState | None:
     if cluster not in clusters:
         return None
     name = meta.get("name", "")
-    healthy = True
-    for cond in status.get("conditions") or []:
-        ctype, cstatus = cond.get("type"), cond.get("status")
-        if ctype == "Ready" and cstatus in ("False", "Unknown"):
-            healthy = False
-        elif ctype in policy.drain.unhealthy_conditions and cstatus == "True":
-            healthy = False
     spec = node.get("spec") or {}
-    if any(t.get("key") == policy.drain.maintenance_taint for t in spec.get("taints") or []):
-        healthy = False
-    mark = labels.get(policy.drain.maintenance_label)
-    if mark is not None and str(mark).lower() != "false":
-        healthy = False
     return NodeState(
         name=name,
         cluster=str(cluster),
         gpus=gpus,
         domain=str(labels.get(policy.node_labels.domain) or name),
-        healthy=healthy,
+        healthy=not unhealthy_because(node, config),
         cordoned=bool(spec.get("unschedulable")),
     )
+
+
+def unhealthy_because(node: Obj, config: Config) -> list[str]:
+    """What makes the node unhealthy, in the words an operator looks for (``condition
+    GPUUnhealthy=True``, ``Ready=Unknown``, ``taint allot.dev/maintenance``, ``label
+    allot.dev/maintenance=true``); empty when it is healthy (module docstring: Nodes)."""
+    drain = config.policy.drain
+    why = []
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        ctype, cstatus = cond.get("type"), cond.get("status")
+        if (ctype == "Ready" and cstatus in ("False", "Unknown")) or (
+                ctype in drain.unhealthy_conditions and cstatus == "True"):
+            why.append(f"condition {ctype}={cstatus}")
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("key") == drain.maintenance_taint:
+            why.append(f"taint {drain.maintenance_taint}")
+    mark = (meta_of(node).get("labels") or {}).get(drain.maintenance_label)
+    if mark is not None and str(mark).lower() != "false":
+        why.append(f"label {drain.maintenance_label}={mark}")
+    return why
 
 
 def _pod_job(pod: Obj) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 from engine.core.types import Placement
 from engine.k8s import marks
 from engine.k8s.apply import pin_affinity
-from engine.k8s.observe import observe
+from engine.k8s.observe import observe, unhealthy_because
 from engine.loader import load_config
 from engine.model import Principal
 from tests.k8s.reconcile_support import job, node, write_policy
@@ -98,6 +98,11 @@ def test_nodes_capacity_cluster_domain_health_and_cordon(config):
     assert [n for n in by if not by[n].healthy] == ["n3", "n4", "n5", "n6"]
     assert by["n7"].cordoned and by["n7"].healthy and not by["n1"].cordoned
     assert all(n.gpus == 8 for n in snap.nodes)
+    # what made each unhealthy node so, as its cordon says it
+    because = {n["metadata"]["name"]: unhealthy_because(n, config) for n in nodes}
+    assert {k: v for k, v in because.items() if v} == {
+        "n3": ["condition Ready=Unknown"], "n4": ["condition GPUUnhealthy=True"],
+        "n5": ["taint allot.dev/maintenance"], "n6": ["label allot.dev/maintenance=true"]}
 
 
 def test_gpus_used_by_other_tenants_pods_are_not_offered(config):

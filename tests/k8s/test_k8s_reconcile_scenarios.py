@@ -156,8 +156,10 @@ def test_unhealthy_node_is_cordoned_drained_as_min_runtimes_end_and_labelled(env
     assert report.result.cordoned == [sick] and report.result.evicted == []
     node = env.emu.get("nodes", None, sick)
     assert node["spec"]["unschedulable"] is True
-    assert node["metadata"]["annotations"][marks.CORDON_REASON]
-    assert events_for(env.emu, sick, "Cordoned")
+    # the cordon says what made the node unhealthy, for the operator who looks
+    assert node["metadata"]["annotations"][marks.CORDON_REASON].endswith("(condition GPUUnhealthy=True)")
+    (cordoned,) = events_for(env.emu, sick, "Cordoned")
+    assert cordoned["message"].endswith("(condition GPUUnhealthy=True)")
     env.advance(3000)  # the job on the sick node reaches its min runtime
     report = r.run_pass()
     assert report.result.evicted == ["team-a/a"] and report.result.preempted == []

@@ -76,6 +76,14 @@ FAMILIES: dict[str, tuple[str, str]] = {
 
 Labels = tuple[tuple[str, str], ...]
 
+# counters exported at 0 from the start (an alert on rate() or increase() sees 0, not no data,
+# before the first event): every counter without labels, and the preemption causes
+ZERO_FROM_START: dict[str, tuple[Labels, ...]] = {
+    **{name: ((),) for name, (kind, _) in FAMILIES.items()
+       if kind == "counter" and name not in ("allot_preemptions_total", "allot_api_errors_total")},
+    "allot_preemptions_total": ((("cause", "contention"),), (("cause", "drain"),)),
+}
+
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
@@ -108,6 +116,8 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._samples: dict[str, dict[Labels, float]] = {name: {} for name in FAMILIES}
+        for name, keys in ZERO_FROM_START.items():
+            self._samples[name].update((key, 0.0) for key in keys)
 
     def set(self, name: str, value: float, **labels: str) -> None:
         with self._lock:

@@ -165,6 +165,21 @@ def test_waiting_gpus_sum_per_budget_and_cause():
         (("cause", "kept-off"), ("leaf", "b")): 1.0, (("cause", "free-work"), ("leaf", NO_TEAM)): 2.0}
 
 
+def test_counters_are_zero_before_their_first_event():
+    # an alert on rate(allot_pass_errors_total[5m]) must see 0, not "no data", until one happens
+    from engine.k8s.metrics import FAMILIES, Metrics
+
+    text = Metrics().render().splitlines()
+    for name in ("allot_pass_errors_total", "allot_policy_invalid_total", "allot_admissions_total",
+                 "allot_api_retries_total", "allot_uncordons_total"):
+        assert f"{name} 0" in text
+    assert 'allot_preemptions_total{cause="contention"} 0' in text
+    assert 'allot_preemptions_total{cause="drain"} 0' in text
+    assert not any(line.startswith("allot_api_errors_total") for line in text)  # (by status: none yet)
+    assert all(f"{n} 0" in text for n, (kind, _) in FAMILIES.items()
+               if kind == "counter" and n not in ("allot_preemptions_total", "allot_api_errors_total"))
+
+
 def test_metrics_and_health_endpoints_over_http():
     metrics, health = Metrics(), Health(stall_s=60)
     metrics.set("allot_leaf_rank_metric", float("inf"), leaf='we"ird')

@@ -37,6 +37,16 @@ def lease_arg(text: str) -> float:
     return value
 
 
+def period_arg(text: str) -> float:
+    """argparse type of ``--interval`` and ``--policy-interval``: a time span above 0 (0 would
+    turn the loop without rest; it used to mean "the default" silently)."""
+    value = seconds_arg(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be above 0, got {text!r}; leave the flag out for the default")
+    return value
+
+
 def _default_namespace() -> str:
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
@@ -63,10 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--once", action="store_true", help="run one pass and exit")
     parser.add_argument("--dry-run", action="store_true",
                         help="log decisions without applying them (takes no Lease, writes nothing)")
-    parser.add_argument("--interval", type=seconds_arg, default=None, metavar="S",
+    parser.add_argument("--interval", type=period_arg, default=None, metavar="S",
                         help="resync period in seconds or as 30s/2m (default: the policy's "
                              "schedulingInterval); watch events trigger passes in between")
-    parser.add_argument("--policy-interval", type=seconds_arg, default=None, metavar="S",
+    parser.add_argument("--policy-interval", type=period_arg, default=None, metavar="S",
                         help="how often to fetch the policy repository (default: --interval, "
                              "else 60s)")
     parser.add_argument("--metrics-port", type=port, default=None, metavar="P",

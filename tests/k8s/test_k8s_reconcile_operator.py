@@ -154,3 +154,12 @@ def test_a_dry_run_logs_the_patch_it_would_send(env, kube_kubeconfig, capsys):
     records = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
     (would,) = [r for r in records if r["msg"] == "dry-run: would admit team-a/dbg"]
     assert would["patch"]["spec"]["suspend"] is False
+
+
+@pytest.mark.parametrize("flag", ["--interval", "--policy-interval"])
+@pytest.mark.parametrize("value", ["0", "0s"])
+def test_a_period_of_zero_is_refused_rather_than_read_as_the_default(capsys, flag, value):
+    with pytest.raises(SystemExit) as exc:
+        main(["reconcile", "--once", flag, value])
+    assert exc.value.code == 2
+    assert f"argument {flag}: must be above 0, got '{value}'" in capsys.readouterr().err

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"OK: {target} is up to date")
             return 0
         diff = difflib.unified_diff(current.splitlines(keepends=True), text.splitlines(keepends=True),
-                                    fromfile=f"{target} (committed)", tofile=f"{target} (generated)")
+                                    fromfile=f"{target} (on disk)", tofile=f"{target} (generated)")
         sys.stdout.writelines(diff)
         print(f"{target} is out of date: run `allot codeowners` and commit the result", file=sys.stderr)
         return 1

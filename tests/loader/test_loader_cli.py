@@ -98,6 +98,8 @@ def test_codeowners_generate_check_and_stale(base_copy, capsys):
     captured = capsys.readouterr()
     assert "-/budgets/alpha.yaml @org/alpha\n" in captured.out
     assert "+/budgets/alpha.yaml @org/alpha-new\n" in captured.out
+    # the diff compares the file on disk (committed or not) with what the budgets give
+    assert f"--- {target} (on disk)\n" in captured.out and f"+++ {target} (generated)\n" in captured.out
     assert "out of date" in captured.err
 
 

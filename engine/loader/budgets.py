@@ -289,6 +289,12 @@ def _node_problems(entry: _Entry, is_root_top: bool) -> list[Problem]:
                 if missing > 0:
                     hint = (f"raise the shares by {_num(missing)} in total, or state the remainder "
                             f"with 'unallocated: {_num(unallocated + missing)}'")
+                elif unallocated:  # (the part given to no child is one of the terms to lower)
+                    less = round(unallocated + missing, 9)
+                    hint = (f"lower the shares by {_num(-missing)} in total, or 'unallocated' to "
+                            f"{_num(less)}" if less >= 0 else
+                            f"lower the shares by {_num(-missing)} in total, or remove "
+                            f"'unallocated' and lower them by {_num(-less)}")
                 else:
                     hint = f"lower the shares by {_num(-missing)} in total"
                 out.append(entry.problem(f"shares of the children of {name!r} sum to {_num(total)}%, not 100% ({terms})",

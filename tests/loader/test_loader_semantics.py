@@ -63,6 +63,19 @@ def test_explicit_unallocated_remainder(base_copy):
     assert sum(tree.effective_share(l) for l in tree.leaves()) == pytest.approx(0.94)
 
 
+@pytest.mark.parametrize("share, hint", [
+    ("25", "lower the shares by 5 in total, or 'unallocated' to 5"),
+    ("35", "lower the shares by 15 in total, or remove 'unallocated' and lower them by 5"),
+])
+def test_shares_over_100_with_an_unallocated_part_say_either_may_be_lowered(base_copy, share, hint):
+    alpha = base_copy / "budgets" / "alpha.yaml"
+    _edit(alpha, "share: 30", f"share: {share}")
+    _edit(alpha, '  owners: ["@org/alpha"]\n', '  owners: ["@org/alpha"]\n  unallocated: 10\n')
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    assert err.value.problems[0].hint == hint
+
+
 def test_zero_share_leaf_is_allowed(base_copy):
     root = base_copy / "budgets" / "root.yaml"
     _edit(root, "share: 60", "share: 100")

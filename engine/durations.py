@@ -11,15 +11,14 @@ no spaces between parts (surrounding whitespace is ignored), e.g. ``1h30m``, ``1
 ``0`` is accepted (zero needs no unit: a min runtime of 0 means "do not charge me"); any
 other bare number is refused, because ``90`` could mean seconds or minutes.
 
-For reading: :func:`format_duration` (exact, ``1h30m``), :func:`approx_duration` (rounded, for
-reports) and :func:`readable_times` (epoch times in a text as RFC 3339).
+For reading: :func:`format_duration` (exact, ``1h30m``) and :func:`approx_duration` (rounded,
+for reports); epoch times in a text: :mod:`engine.timestamps`.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timezone
 
 UNIT_SECONDS: dict[str, float] = {
     "w": 7 * 86400.0,
@@ -115,17 +114,3 @@ def approx_duration(seconds: float | None, missing: str = "-") -> str:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"
 
-
-_EPOCH = re.compile(r"\bt=(\d{10,})(?:\.\d+)?")  # ``t=1796469421``: epoch seconds (2001 on)
-
-
-def readable_times(text: str | None) -> str | None:
-    """The core's texts say times as ``t=<seconds>`` on the shell's clock (the simulator's
-    seconds of a run, the cluster's epoch seconds). For people, an epoch time reads as RFC
-    3339 in UTC (``its min runtime ended at 2026-12-05T11:20:00Z``): what the reconciler writes
-    (Events, reason annotations) and what the views show of a live cluster. A simulator's
-    seconds (fewer than ten digits) are left as they are."""
-    if not text:
-        return text
-    return _EPOCH.sub(lambda m: datetime.fromtimestamp(int(m.group(1)), tz=timezone.utc)
-                      .strftime("%Y-%m-%dT%H:%M:%SZ"), text)

@@ -47,11 +47,12 @@ from typing import Any, Callable, Mapping
 
 from engine.core.types import Admit, Cordon, Decision, MarkDrained, Placement, Preempt, Reject, \
     WorkloadStatus, as_run
-from engine.durations import format_duration, readable_times
+from engine.durations import format_duration
 from engine.k8s import marks
 from engine.k8s.client import ApiError, Conflict, KubeClient
 from engine.k8s.observe import JobView, Observation, billing_weight, unhealthy_because
 from engine.model import Config
+from engine.timestamps import readable_times
 
 log = logging.getLogger("allot.k8s.apply")
 

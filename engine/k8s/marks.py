@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from engine.core.types import Placement, WorkloadStatus
-from engine.durations import readable_times
 from engine.model import Principal
+from engine.timestamps import readable_times
 
 PREFIX = "allot.dev/"
 

@@ -27,9 +27,9 @@ from typing import Callable
 
 from engine.commands import Checked, days, read_json, refused_flags, seconds_arg, seed, tasks
 from engine.commands.progress import ProgressLine, bar
-from engine.durations import readable_times
 from engine.errors import Problem, UserError
 from engine.sim.schedulers import Scheduler
+from engine.timestamps import readable_times
 from engine.views import statecache
 from engine.views.codec import config_to_dict
 from engine.views.state import NotFound, ViewState

@@ -4,7 +4,8 @@ A :class:`Watches` runs one thread per kind. Each lists the objects once (rememb
 *fingerprint* of each: what a pass reads of it), then watches from that list's
 resourceVersion; an event whose object's fingerprint changed, or a deletion, wakes the loop.
 A Job's fingerprint leaves out the reconciler's own explanation annotations
-(``marks.EXPLAIN_KEYS``), so its own writes do not wake it; a node's holds its labels,
+(``marks.EXPLAIN_KEYS``), so its own writes do not wake it, and holds its pods' counts
+(``status.active``, ``status.terminating``: a preempted Job's pods that are gone free GPUs); a node's holds its labels,
 ``unschedulable``, taints, allocatable and conditions. A watch that ends is resumed from the last
 resourceVersion seen; a ``410 Gone`` relists (and wakes the loop: events may have been missed);
 an API error waits a second and retries. An object a lenient API server let through in a shape
@@ -28,11 +29,14 @@ def _job_fingerprint(obj: Mapping[str, Any]) -> tuple:
     meta = obj.get("metadata") or {}
     ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in marks.EXPLAIN_KEYS}
     spec = obj.get("spec") or {}
-    conds = tuple(sorted((c.get("type"), c.get("status"))
-                         for c in (obj.get("status") or {}).get("conditions") or []))
+    status = obj.get("status") or {}
+    conds = tuple(sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []))
+    # (its pods' counts: a preempted Job's pods that finish terminating free their GPUs, which
+    # a pass should offer then rather than at the next resync)
+    pods = (status.get("active"), status.get("terminating"))
     return (spec.get("suspend"), spec.get("parallelism"), tuple(sorted((meta.get("labels") or {})
                                                                         .items())),
-            tuple(sorted(ann.items())), conds, meta.get("deletionTimestamp") is not None)
+            tuple(sorted(ann.items())), conds, meta.get("deletionTimestamp") is not None, pods)
 
 
 def _node_fingerprint(obj: Mapping[str, Any]) -> tuple:

@@ -180,6 +180,20 @@ def test_watch_drives_passes_and_survives_a_drop_and_a_410(env, caplog):
     assert lease["spec"]["holderIdentity"] == ""
 
 
+def test_pods_that_finish_terminating_wake_the_loop():
+    # a preempted Job's pods hold their GPUs while they terminate (the grace period to
+    # checkpoint); its pod counts changing is when a pass should offer the GPUs, not the next
+    # resync (the emulator deletes pods at once, so the watch's fingerprint is asked directly)
+    from engine.k8s.watches import _job_fingerprint
+
+    suspended = {"metadata": {"name": "one"}, "spec": {"suspend": True},
+                 "status": {"active": 0, "terminating": 2}}
+    gone = {**suspended, "status": {"active": 0, "terminating": 0}}
+    assert _job_fingerprint(suspended) != _job_fingerprint(gone)
+    started = {**gone, "spec": {"suspend": False}}
+    assert _job_fingerprint({**started, "status": {"active": 2}}) != _job_fingerprint(started)
+
+
 # ------------------------------------------------------------------------------ crashes
 
 

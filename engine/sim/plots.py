@@ -102,8 +102,9 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
                             [(x - 0.02, y), (x, y), (x, y + 0.9), (x - 0.02, y + 0.9)])
         for (leaf, hatch), boxes in sorted(polys.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
             if leaf == "__red__":
+                # above the bars (added in name order, some after it), or the bar it ends hides it
                 ax.add_collection(PolyCollection(boxes, facecolors="red", edgecolors="red",
-                                                 linewidths=0.8))
+                                                 linewidths=0.8, zorder=3))
                 continue
             shown.add(leaf if leaf in colors else None)
             ax.add_collection(PolyCollection(boxes, facecolors=[colors.get(leaf, colors[None])],

@@ -120,11 +120,25 @@ def plot_gantt(results: Sequence, path: Path, window: tuple[float, float]) -> Pa
         handles.append(Patch(facecolor=colors[None], label=NO_TEAM))
     handles += [Patch(facecolor="white", edgecolor="black", hatch="////", label="preemptible"),
                 Patch(facecolor="red", label="preempted")]
-    fig.legend(handles=handles, loc="lower center", ncol=min(7, len(handles)), fontsize=7)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    _legend_below(fig, handles, ncol=min(7, len(handles)))
     fig.savefig(path, dpi=90, metadata=_META)
     plt.close(fig)
     return path
+
+
+def _legend_below(fig, handles: list, ncol: int) -> None:
+    """The figure's legend centred under the panels: as many columns as fit the figure's
+    width (at most ``ncol``), and room kept for all its rows, so that it neither runs off the
+    sides nor covers the x-axis labels (a one-node run's short figure)."""
+    renderer = fig.canvas.get_renderer()
+    while True:
+        legend = fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=7)
+        box = legend.get_window_extent(renderer)
+        if ncol == 1 or box.width <= 0.98 * fig.bbox.width:
+            break
+        legend.remove()
+        ncol -= 1
+    fig.tight_layout(rect=(0, min(0.6, box.height / fig.bbox.height + 0.01), 1, 1))
 
 
 def _bins(x: np.ndarray, k: int = 6) -> np.ndarray:

@@ -30,3 +30,28 @@ def test_the_preempted_edge_is_drawn_over_the_bar_it_ends(tmp_path):
     red = _red(tmp_path / "gantt.png")
     height = red.any(axis=1).sum()  # rows of pixels with some red in them (the legend's too)
     assert height > 100, height  # the four GPU rows, not only hairlines at their edges
+
+
+def test_the_gantt_legend_fits_a_one_node_figure_without_covering_the_axis(tmp_path, monkeypatch):
+    """One node of 8 GPUs (a short figure, one panel) and 12 teams with long names: the legend
+    stays inside the figure's width and below the x-axis label, not over it."""
+    from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
+
+    names = [f"long-team-name-{i:02d}" for i in range(12)]
+    tree = BudgetTree.build([BudgetNode("root", None, 100.0)]
+                            + [BudgetNode(n, "root", 100.0 / len(names)) for n in names])
+    config = Config(tree=tree, policy=Policy(clusters=(Cluster("c", "h100", 1, 8, 1),)), origin="t")
+    trace = Trace.of([Task(f"t{i}", 300.0 * i, 1, 1, 600.0, "o", leaf=n, min_runtime=600.0,
+                           resumable=False, klass="small") for i, n in enumerate(names)],
+                     meta={"horizon": 7200.0})
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    plots.plot_gantt([simulate(config, trace, "budget")], tmp_path / "gantt.png", (0.0, 7200.0))
+    (fig,) = figures
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    assert len(legend.get_texts()) == 14  # the 12 teams, preemptible, preempted
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width
+    label = fig.axes[0].xaxis.label.get_window_extent(renderer)
+    assert box.y1 <= label.y0  # below the x-axis label

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -184,8 +185,9 @@ def plot_usage(results: Sequence, path: Path) -> Path:
     else:
         axes[0][0].text(0.5, 0.5, "no team had work in the window", ha="center", va="center")
     label = "hours of the measured window" + (" (6-hour means)" if k > 1 else "")
-    if idle:
-        label += "\nno work in the window (no panel): " + ", ".join(idle)
+    if idle:  # wrapped to the figure's width (about 10 characters an inch), not cut at its sides
+        label += "\n" + textwrap.fill("no work in the window (no panel): " + ", ".join(idle),
+                                      width=10 * 4 * cols, break_on_hyphens=False)
     fig.supxlabel(label)
     fig.supylabel("GPUs")
     fig.tight_layout()

@@ -55,3 +55,25 @@ def test_the_gantt_legend_fits_a_one_node_figure_without_covering_the_axis(tmp_p
     assert 0 <= box.x0 and box.x1 <= fig.bbox.width
     label = fig.axes[0].xaxis.label.get_window_extent(renderer)
     assert box.y1 <= label.y0  # below the x-axis label
+
+
+def test_usage_names_every_team_without_work_inside_the_figure(tmp_path, monkeypatch):
+    """One team of 17 has work: the 16 named under the panel are wrapped onto lines that fit
+    the figure, not one line cut at both sides."""
+    from engine.model import BudgetNode, BudgetTree, Cluster, Config, Policy
+
+    names = [f"long-context-team-{i:02d}" for i in range(17)]
+    tree = BudgetTree.build([BudgetNode("root", None, 100.0)]
+                            + [BudgetNode(n, "root", 100.0 / len(names)) for n in names])
+    config = Config(tree=tree, policy=Policy(clusters=(Cluster("c", "h100", 1, 8, 1),)), origin="t")
+    trace = Trace.of([Task("x", 0.0, 1, 2, 3600.0, "o", leaf=names[0], min_runtime=600.0,
+                           resumable=False, klass="small")], meta={"horizon": 7200.0})
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    plots.plot_usage([simulate(config, trace, "budget")], tmp_path / "usage.png")
+    (fig,) = figures
+    (label,) = [t for t in fig.texts if "no work in the window" in t.get_text()]
+    text = " ".join(label.get_text().split())
+    assert all(n in text for n in names[1:])
+    box = label.get_window_extent(fig.canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width

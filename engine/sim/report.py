@@ -123,8 +123,13 @@ def markdown(summary: dict[str, Any], pictures: bool = True) -> str:
     out += ["", "## Teams", "",
             "Entitled = the team's share, capped hour by hour by its demand (unused share goes to "
             "siblings first, by share). Delivered = GPU-hours its work ran (charged or free). "
-            "`*` = enough demand (demand at least its share in half the hours).", "",
-            "| team | share | entitled GPU-h | " + " | ".join(f"{n} delivered" for n in names)
+            "`*` = enough demand (demand at least its share in half the hours)."
+            + (f" The entitlement and `*` are the {names[0]} run's; a team's demand counts its "
+               "queued work, so each scheduler has its own entitlement: the percentage beside a "
+               "delivery is of that scheduler's, written with it where it differs (`of N`)."
+               if len(names) > 1 else ""), "",
+            f"| team | share | {names[0] + ' ' if len(names) > 1 else ''}entitled GPU-h | "
+            + " | ".join(f"{n} delivered" for n in names)
             + " | " + " | ".join(f"{n} p90 wait" for n in names) + " |",
             "|---|---|---|" + "---|" * (2 * len(names))]
     first = summary["schedulers"][names[0]]
@@ -132,7 +137,9 @@ def markdown(summary: dict[str, Any], pictures: bool = True) -> str:
         cells = []
         for n in names:
             tt = summary["schedulers"][n]["teams"][leaf]
-            cells.append(f"{tt['delivered_gpu_h']:.0f} ({pct(tt['ratio'])})")
+            own = (f" of {tt['entitled_gpu_h']:.0f}"
+                   if f"{tt['entitled_gpu_h']:.0f}" != f"{t['entitled_gpu_h']:.0f}" else "")
+            cells.append(f"{tt['delivered_gpu_h']:.0f} ({pct(tt['ratio'])}{own})")
         waits = [approx_duration(summary["schedulers"][n]["waits"]["by_team"].get(leaf, {}).get("p90_s"))
                  for n in names]
         mark = "*" if t["enough_demand"] else ""

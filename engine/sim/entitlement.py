@@ -7,7 +7,10 @@ receives ``min(D_c, lambda * s_c)`` where ``D_c`` is the demand of its subtree i
 ``X * (1 - unallocated_pct/100)``. So a child that wants less than its share keeps only what it
 wants and the rest goes to its *siblings* in proportion to their shares (then, if the whole
 subtree is satisfied, back up to the parent's siblings); the part a manager left
-``unallocated`` is nobody's entitlement. Children's allocations then recurse.
+``unallocated`` is nobody's entitlement. Children's allocations then recurse. A node with an
+``unallocated`` part wants, at its parent, its subtree's demand ``/ (1 - unallocated_pct/100)``:
+what it must be given for its children to get their demand once that part is kept back (so a
+team on an idle cluster is entitled to all it asks, not 90% of it under a 10% part).
 
 A team's demand in an hour is the GPU-hours its work asked for: the GPUs of every task
 submitted and not yet finished (queued or running), integrated over the hour. Zero demand
@@ -59,7 +62,14 @@ def entitlement(tree: BudgetTree, capacity: np.ndarray,
     sub: dict[str, np.ndarray] = {}
     for name in reversed(tree.walk()):
         kids = tree.children(name)
-        sub[name] = demand.get(name, zero) if not kids else sum((sub[c] for c in kids), zero)
+        if not kids:
+            sub[name] = demand.get(name, zero)
+            continue
+        # what the node must be given for its children to get their demand once its
+        # unallocated part is kept back (all of it: nothing they can use)
+        keep = 1.0 - getattr(tree.nodes[name], "unallocated_pct", 0.0) / 100.0
+        wanted = sum((sub[c] for c in kids), zero)
+        sub[name] = wanted / keep if keep > 0 else zero
     out: dict[str, np.ndarray] = {}
     stack = [(tree.root, capacity.astype(float))]
     while stack:

@@ -39,6 +39,18 @@ def test_entitlement_redistributes_to_siblings_first_and_keeps_unallocated_back(
     assert (ent["p1"][0], ent["p2"][0]) == pytest.approx((40.0, 40.0))
 
 
+def test_a_team_under_an_unallocated_part_is_entitled_to_all_it_asks_on_an_idle_cluster():
+    """p keeps 20% unallocated; p1 asks 10 GPU-hours of a 100-GPU cluster nobody else wants:
+    entitled to all 10 (not 8, 80% of its demand), delivered 10 is 100%, not 125%. When the
+    share binds, the unallocated part is still kept back."""
+    tree = BudgetTree.build([BudgetNode("r", None, 100), BudgetNode("p", "r", 100, unallocated_pct=20),
+                             BudgetNode("p1", "p", 40), BudgetNode("p2", "p", 40)])
+    ent = entitlement(tree, np.array([100.0, 100.0]),
+                      {"p1": np.array([10.0, 100.0]), "p2": np.array([0.0, 100.0])})
+    assert ent["p1"].tolist() == pytest.approx([10.0, 40.0])
+    assert ent["p2"].tolist() == pytest.approx([0.0, 40.0])
+
+
 def test_wait_percentiles_interpolate_between_waits():
     stats = wait_stats([0.0, 10.0, 20.0, 30.0], 1)
     assert stats == {"n": 4, "censored": 1, "p50_s": 15.0, "p90_s": 27.0, "p99_s": 29.7, "mean_s": 15.0}

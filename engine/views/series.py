@@ -88,15 +88,25 @@ def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int
             "leaves": out_leaves}
 
 
+def totals_start(state: ViewState) -> float:
+    """Where the per-team totals (:func:`hourly_entitled`, :func:`delivered_since`) start: the
+    lookback window, cut to the run's start (a simulated run starts at 0, as the report's hours
+    do; a live state at its oldest data) and, for a run with a warm-up, to the warm-up's end
+    (``meta["measure_from"]``), where the report's measured window starts, once the state is
+    past it."""
+    now = state.now
+    start = max(now - state.config.policy.lookback_s, 0.0 if state.source == "sim" else _oldest(state))
+    measured = float(state.meta.get("measure_from") or 0.0) if state.source == "sim" else 0.0
+    return max(start, measured) if measured < now else start
+
+
 def hourly_entitled(state: ViewState) -> dict[str, float]:
-    """Per leaf, the GPU-hours it was entitled to over the span the state covers (the lookback
-    window, cut to the run's start or the oldest data held), water-filled hour by hour from the
-    span's start as the simulator's report does (:mod:`engine.sim.entitlement`; water-filling
-    is not linear in the bin, so the series' finer bins would give other totals); the last
-    hour may be short."""
+    """Per leaf, the GPU-hours it was entitled to from :func:`totals_start` to the state's
+    instant, water-filled hour by hour from that start as the simulator's report does
+    (:mod:`engine.sim.entitlement`; water-filling is not linear in the bin, so the series'
+    finer bins would give other totals); the last hour may be short."""
     config, now, tree = state.config, state.now, state.config.tree
-    # (a simulated run starts at 0, as the report's hours do; a live state at its oldest data)
-    start = max(now - config.policy.lookback_s, 0.0 if state.source == "sim" else _oldest(state))
+    start = totals_start(state)
     if now <= start:
         return {leaf: 0.0 for leaf in tree.leaves()}
     bins = math.ceil((now - start) / 3600.0 - 1e-9)
@@ -106,6 +116,17 @@ def hourly_entitled(state: ViewState) -> dict[str, float]:
     wanted = _wanted(state)
     demand = {leaf: _integral(wanted[leaf], start, bins, 3600.0) for leaf in wanted}
     return {leaf: float(v.sum()) for leaf, v in entitlement(tree, capacity, demand).items()}
+
+
+def delivered_since(state: ViewState, start: float) -> dict[str, float]:
+    """Per leaf, the GPU-hours its work ran (allocated or free) from ``start`` to the state's
+    instant, as the report's delivered GPU-hours count them."""
+    out = {leaf: 0.0 for leaf in state.config.tree.leaves()}
+    for r in state.runs:
+        if r.leaf in out:
+            end = state.now if r.end is None else min(r.end, state.now)
+            out[r.leaf] += max(0.0, end - max(r.start, start)) * r.gpu_count / 3600.0
+    return out
 
 
 def _oldest(state: ViewState) -> float:

@@ -208,6 +208,7 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
                f"run of trace {result.trace.name or '(unnamed)'}, {len(result.trace.tasks)} tasks, "
                f"scheduler {result.scheduler})"],
         meta={"trace": result.trace.name, "horizon": result.horizon, "tasks": len(result.trace.tasks),
+              "measure_from": result.measure_from,  # (a warm-up's end: the report's window opens)
               "scheduler": result.scheduler, "expected": "exact runtimes from the trace",
               "cadence": result.options.cadence, "checkpoint_loss_s": result.options.checkpoint_loss_s,
               "restart_overhead_s": result.options.restart_overhead_s})

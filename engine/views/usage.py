@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import Problem, UserError
-from engine.views.series import hourly_entitled, subtree_series, usage_series
+from engine.views.series import delivered_since, hourly_entitled, subtree_series, totals_start, usage_series
 from engine.views.state import ViewState
 from engine.views.tables import table
 
@@ -69,6 +69,8 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
     used = state.node_usage
     total = used[tree.root]
     by_hour = hourly_entitled(state)  # (the table's entitlement: hour by hour, as the report's)
+    totals_from = totals_start(state)
+    ran = delivered_since(state, totals_from)
     nodes = [x for x in tree.walk() if root in tree.path(x)]
     rows = []
     for name in nodes:
@@ -76,8 +78,7 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
         alloc = eff * weighted_cap * covered
         frac = used[name] / total if total > 0 else 0.0
         under = _leaves_under(state, name)
-        sub = subtree_series(series, under)
-        delivered = sum(sub["delivered"])
+        delivered = sum(ran[leaf] for leaf in under)
         entitled = sum(by_hour[leaf] for leaf in under)
         rank = state.decision.ranks.get(name)
         rows.append({
@@ -117,6 +118,7 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
         "metric_next": (u_next / t_next) / eff if t_next > 0 and eff > 0 else None,
     }
     return {"subtree": root, "now": now, "lookback_s": pol.lookback_s, "covered_s": covered,
+            "totals_from": totals_from, "measure_from": state.meta.get("measure_from"),
             "rows": rows, "series": {"start": series["start"], "bin_s": bin_s, "bins": series["bins"],
                                      **subtree_series(series, leaves)},
             "children": {k: subtree_series(series, _leaves_under(state, k)) for k in tree.children(root)},
@@ -142,9 +144,12 @@ def usage_text(rep: dict[str, Any]) -> str:
 
     win = format_duration(rep["lookback_s"])
     cov = format_duration(round(rep["covered_s"]))
+    measured = rep.get("measure_from") or 0.0
+    span = (f"over the run's measured window, from the end of its warm-up at t={rep['totals_from']:.0f}, "
+            f"as the report's" if measured > 0 and rep["totals_from"] == measured else "over the same span")
     out = [f"Usage of {rep['subtree']} at t={rep['now']:.0f}: charged GPU-hours over the last {win} "
            f"window (state covers {cov}) against allocation (effective share x capacity, billing-weighted); "
-           f"delivered vs entitled (allocation capped by demand) over the same span."]
+           f"delivered vs entitled (allocation capped by demand) {span}."]
     out.append(table(
         ("NODE", "SHARE", "EFFECTIVE", "CHARGED-H", "ALLOC-H", "CHG/ALLOC", "METRIC", "RANK",
          "DELIVERED-H", "ENTITLED-H", "DEL/ENT"),

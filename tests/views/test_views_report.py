@@ -259,3 +259,24 @@ def test_usage_of_a_report_s_run_gives_the_report_s_entitlement(capsys, report):
     assert any(t["entitled_gpu_h"] > 0 for t in teams.values())
     for leaf, t in teams.items():
         assert rows[leaf]["entitled_gpu_h"] == pytest.approx(t["entitled_gpu_h"], abs=0.01), leaf
+
+
+def test_usage_of_a_run_with_a_warm_up_gives_the_report_s_figures(capsys, tmp_path):
+    """The report measures from its warm-up's end: usage's delivered and entitled GPU-hours per
+    team are those of that measured window too (they counted the warm-up, so disagreed)."""
+    out = tmp_path / "warm"
+    code, _, err = _run(capsys, "simulate", "--window", "42d:42d4h", "--warmup", "2h", "--cluster",
+                        "h100:4", "--baseline", "none", "--no-pictures", "--jobs", "1", "--out", str(out))
+    assert code == 0, err
+    budget = json.loads((out / "summary.json").read_text())["schedulers"]["budget"]
+    assert budget["measured_s"][0] > 0
+    code, text, err = _run(capsys, "usage", "--report", str(out), "--format", "json")
+    assert code == 0, err
+    rows = {r["node"]: r for r in json.loads(text)["rows"]}
+    assert any(t["delivered_gpu_h"] > 0 for t in budget["teams"].values())
+    for leaf, t in budget["teams"].items():
+        assert rows[leaf]["delivered_gpu_h"] == pytest.approx(t["delivered_gpu_h"], abs=0.01), leaf
+        assert rows[leaf]["entitled_gpu_h"] == pytest.approx(t["entitled_gpu_h"], abs=0.01), leaf
+    code, text, err = _run(capsys, "usage", "--report", str(out))
+    assert code == 0, err
+    assert "measured window, from the end of its warm-up" in text.splitlines()[0]

@@ -10,7 +10,8 @@ What the dashboard draws and the CLI tables print, computed in one place:
   (rank of the leaf, then priority, then submit time; unallocated work last);
 * :func:`running_rows`: running workloads with protection and expected end;
 * :func:`timeline`: the per-GPU timeline of the last ``hours`` (rows are GPUs, bars are runs);
-* :func:`cluster_rows`: GPUs per cluster, busy, free, unhealthy.
+* :func:`cluster_rows`: GPUs per cluster, busy, free, unhealthy;
+* :func:`team_totals`: per leaf, delivered and entitled GPU-hours, as ``allot usage`` gives them.
 """
 
 from __future__ import annotations
@@ -164,10 +165,24 @@ def document(state: ViewState) -> dict[str, Any]:
     return {**state.to_dict(), "views": derived_views(state)}
 
 
+def team_totals(state: ViewState) -> dict[str, Any]:
+    """Per leaf, delivered and entitled GPU-hours as ``allot usage`` totals them (entitlement
+    water-filled hour by hour from :func:`~engine.views.series.totals_start`, as the report's;
+    summing the series' bins would give other figures): ``{"start", "leaves": {leaf:
+    {"delivered", "entitled"}}}``."""
+    from engine.views.series import delivered_since, hourly_entitled, totals_start
+
+    start = totals_start(state)
+    delivered, entitled = delivered_since(state, start), hourly_entitled(state)
+    return {"start": start, "leaves": {leaf: {"delivered": delivered[leaf], "entitled": entitled[leaf]}
+                                       for leaf in state.config.tree.leaves()}}
+
+
 def derived_views(state: ViewState) -> dict[str, Any]:
     from engine.views.series import usage_series
 
     return {
+        "totals": team_totals(state),
         "clusters": cluster_rows(state),
         "tree": tree_rows(state),
         "queue": queue_rows(state),

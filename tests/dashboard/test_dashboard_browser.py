@@ -100,3 +100,19 @@ def test_bad_api_requests_say_what_to_send(sim_state):
         assert status == 400 and json.loads(body)["error"].startswith(f"{path} needs the workload: ?job=ID")
     status, _, body = handle("GET", "/api/usage", "subtree=nope", lambda: sim_state)
     assert status == 400 and json.loads(body)["error"].startswith("subtree: no budget node 'nope'")
+
+
+def test_team_totals_are_allot_usage_s(page, base_url, sim_state):
+    """Each chart's 'delivered X / entitled Y GPU-h' is what allot usage says for the team (it
+    summed the series' bins, whose water-filling gave other entitled GPU-hours)."""
+    from engine.views.usage import usage_report
+
+    _load(page, base_url)
+    rows = {r["node"]: r for r in usage_report(sim_state)["rows"]}
+    checked = 0
+    for leaf in sim_state.config.tree.leaves():
+        sub = page.locator(f"#series .chart[data-leaf='{leaf}'] .sub").inner_text()
+        want = f"delivered {rows[leaf]['delivered_gpu_h']:.0f} / entitled {rows[leaf]['entitled_gpu_h']:.0f} GPU-h"
+        assert sub.startswith(want), (leaf, sub, want)
+        checked += rows[leaf]["entitled_gpu_h"] > 0
+    assert checked > 3

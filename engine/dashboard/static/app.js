@@ -85,7 +85,7 @@ function renderTree(s) {
   }
 }
 
-function lineChart(series, leaf, title) {
+function lineChart(series, leaf, title, totals) {
   const W = 260, H = 90, P = 18;
   const d = series.leaves[leaf];
   const n = series.bins;
@@ -94,7 +94,9 @@ function lineChart(series, leaf, title) {
   const y = (v) => H - 12 - (H - 24) * v / maxv;
   const box = el("div", { class: "chart", "data-leaf": leaf });
   const tot = (a) => a.reduce((p, q) => p + q, 0);
-  const dl = tot(d.delivered), en = tot(d.entitled);
+  // the totals allot usage gives (entitlement water-filled hour by hour, as the report's)
+  const t0 = totals && totals.leaves[leaf];
+  const dl = t0 ? t0.delivered : tot(d.delivered), en = t0 ? t0.entitled : tot(d.entitled);
   box.append(el("div", { class: "title", text: title }),
     el("div", { class: "sub", text: `delivered ${dl.toFixed(0)} / entitled ${en.toFixed(0)} GPU-h` +
       (en > 0 ? ` (${(100 * dl / en).toFixed(0)}%)` : "") }));
@@ -121,10 +123,11 @@ const s_now = () => STATE.now;
 function renderSeries(s) {
   const series = s.views.series;
   $("#series-caption").textContent = `GPU-hours per ${dur(series.bin_s)}; filled: delivered, orange: ` +
-    `entitled (allocation capped by demand), dashed green: allocation`;
+    `entitled (allocation capped by demand), dashed green: allocation` +
+    (s.views.totals ? `; totals from t=${s.views.totals.start.toFixed(0)}, as allot usage gives them` : "");
   const box = $("#series");
   box.replaceChildren();
-  for (const r of s.views.tree.filter((r) => r.leaf)) box.append(lineChart(series, r.name, r.name));
+  for (const r of s.views.tree.filter((r) => r.leaf)) box.append(lineChart(series, r.name, r.name, s.views.totals));
 }
 
 function renderQueue(s) {

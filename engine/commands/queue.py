@@ -12,7 +12,7 @@ import argparse
 import json
 
 from engine.errors import Problem, UserError
-from engine.views.source import add_view_arguments, for_people, load_state
+from engine.views.source import add_view_arguments, for_people, load_state, view_flag_problems
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +25,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--full", action="store_true",
                         help="with --format json: print the whole view state (for --state FILE)")
     add_view_arguments(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, flag_checks=flag_problems)
+
+
+def flag_problems(args: argparse.Namespace) -> list[Problem]:
+    """The view options' problems and ``--full``'s, all found before any state is read:
+    ``--full`` prints the whole state as JSON, so without ``--format json``, or with a filter it
+    would not apply, it would be ignored."""
+    problems = view_flag_problems(args)
+    if args.full and args.format != "json":
+        problems.append(Problem("--full", 0, 0, "prints the whole view state as JSON: it needs --format json",
+                                "add --format json (e.g. to save a state for --state FILE), or drop --full",
+                                "usage"))
+    for flag in ("--team", "--cluster"):
+        if args.full and getattr(args, flag[2:]):
+            problems.append(Problem(flag, 0, 0, "does not apply with --full: the whole view state is printed",
+                                    f"drop {flag} or --full", "usage"))
+    return problems
 
 
 def run(args: argparse.Namespace) -> int:

@@ -221,6 +221,22 @@ def test_one_source_of_state_and_no_flag_it_would_ignore(capsys, state_file):
     assert code == 1 and err.startswith("--tasks: does not apply to --trace philly")
 
 
+def test_queue_full_is_refused_where_it_would_be_ignored(capsys, state_file):
+    """``--full`` prints the whole state as JSON: without --format json, or with --team or
+    --cluster (which it does not filter by), it was silently ignored; now refused, before any
+    state is read."""
+    code, out, err = _run(capsys, "queue", "--state", str(state_file), "--full")
+    assert code == 1 and out == ""
+    assert err.startswith("--full: prints the whole view state as JSON: it needs --format json")
+    code, out, err = _run(capsys, "queue", "--state", str(state_file), "--format", "json", "--full",
+                          "--team", "frontier", "--cluster", "h100")
+    problems = json.loads(out)["problems"]  # (--format json: the problems as JSON)
+    assert code == 1 and sorted((p["file"], p["hint"]) for p in problems) == [
+        ("--cluster", "drop --cluster or --full"), ("--team", "drop --team or --full")]
+    code, out, _ = _run(capsys, "queue", "--state", str(state_file), "--format", "json", "--full")
+    assert code == 0 and json.loads(out)["version"] == 1
+
+
 def test_a_state_file_of_the_wrong_shape_is_a_user_error(capsys, state_file, tmp_path):
     """Whatever the JSON of a --state file holds, the commands say what is wrong with it."""
     good = json.loads(open(state_file).read())

@@ -120,9 +120,19 @@ def usage_report(state: ViewState, subtree: str | None = None) -> dict[str, Any]
     return {"subtree": root, "now": now, "lookback_s": pol.lookback_s, "covered_s": covered,
             "totals_from": totals_from, "measure_from": state.meta.get("measure_from"),
             "rows": rows, "series": {"start": series["start"], "bin_s": bin_s, "bins": series["bins"],
-                                     **subtree_series(series, leaves)},
-            "children": {k: subtree_series(series, _leaves_under(state, k)) for k in tree.children(root)},
+                                     **_node_series(state, series, root)},
+            "children": {k: _node_series(state, series, k) for k in tree.children(root)},
             "burn": burn, "notes": list(state.notes)}
+
+
+def _node_series(state: ViewState, series: dict[str, Any], node: str) -> dict[str, list[float]]:
+    """The series of ``node``'s subtree: its leaves' summed, but ``allocation`` = the node's own
+    effective share x capacity, as its table row and the burn line count it (its leaves' sum
+    leaves out an ``unallocated`` part: science's 13.5% of the lab, not its 15%)."""
+    out = subtree_series(series, _leaves_under(state, node))
+    eff = state.config.tree.effective_share(node)
+    out["allocation"] = [round(c * eff, 4) for c in series["capacity"]]
+    return out
 
 
 def _run_rate(state: ViewState, leaves: set[str], bin_s: float) -> float:

@@ -315,3 +315,22 @@ def test_queue_waits_count_from_when_work_was_last_queued_and_the_tree_counts_wh
         assert rows[wid]["wait_s"] == sim_state.now - ended[wid] < sim_state.now - rows[wid]["submitted_at"]
     for node in tree_rows(sim_state):
         assert node["pending"] == len(queue_rows(sim_state, team=node["name"])), node["name"]
+
+
+def test_usage_over_time_allocates_a_node_its_own_effective_share(sim_state):
+    """The bins' ALLOCATION (and the PNG's 'allocation (share x capacity)') of a node with an
+    unallocated part is its effective share x capacity, as its row and the burn line count it:
+    science (15% of the lab, 10% of it unallocated) was given its leaves' 13.5%."""
+    from engine.views.usage import usage_report
+
+    tree = sim_state.config.tree
+    assert tree.nodes["science"].unallocated_pct > 0
+    cap = sum(c.gpus for c in sim_state.config.policy.clusters)
+    for node in ("science", tree.root):
+        rep = usage_report(sim_state, node)
+        s = rep["series"]
+        want = cap * s["bin_s"] / 3600.0 * tree.effective_share(node)
+        assert s["allocation"][-1] == pytest.approx(want, rel=1e-6), node
+    rep = usage_report(sim_state, tree.root)
+    assert rep["children"]["science"]["allocation"][-1] == pytest.approx(
+        cap * rep["series"]["bin_s"] / 3600.0 * 0.15, rel=1e-6)

@@ -368,7 +368,8 @@ PANELS: tuple[tuple[str, Callable[[dict[str, Any]], float | None]], ...] = (
 def plot(doc: dict[str, Any], path: Path) -> Path:
     """One panel per headline figure, its value at each point (in the sweep's order), each
     point labelled with its value; a point without one (no large gang, no team with enough
-    demand) is left out."""
+    demand) is left out. The points of one knob are joined by a line (its values in order);
+    the combinations of several are not (``0.1/true`` to ``0.1/false`` is no trend)."""
     from engine.sim.plots import _META, plt
 
     scheds = _as_experiment(doc)["schedulers"]
@@ -379,7 +380,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
         got = [(i, get(s)) for i, s in enumerate(scheds.values())]
         shown = [(i, y) for i, y in got if y is not None]
         if shown:
-            ax.plot([i for i, _ in shown], [y for _, y in shown], marker="o", color="#1f77b4")
+            ax.plot([i for i, _ in shown], [y for _, y in shown], marker="o", color="#1f77b4",
+                    linestyle="-" if len(doc["knobs"]) == 1 else "none")
             for i, y in shown:
                 ax.annotate(f"{y:.3g}", (i, y), textcoords="offset points", xytext=(0, 5),
                             ha="center", fontsize=7)

@@ -80,6 +80,25 @@ def test_two_knobs_every_combination_in_one_table(tmp_path, capsys):
     md = (tmp_path / "sw" / "sweep.md").read_text()
     assert "| measure | 0.1/false | 0.1/true | 1/false | 1/true |" in md
     assert "## Teams: delivered GPU-hours as a share of the entitlement" in md
+    # sweep.png joins one knob's values by a line, never the combinations of two (no trend)
+    import matplotlib.axes
+
+    from engine.commands.sweep import plot
+
+    styles: list[str] = []
+    real = matplotlib.axes.Axes.plot
+
+    def spy(self, *args, **kwargs):
+        styles.append(kwargs.get("linestyle", "-"))
+        return real(self, *args, **kwargs)
+
+    matplotlib.axes.Axes.plot = spy
+    try:
+        plot(doc, tmp_path / "two.png")
+        plot({**doc, "knobs": doc["knobs"][:1]}, tmp_path / "one.png")
+    finally:
+        matplotlib.axes.Axes.plot = real
+    assert styles and set(styles[:len(styles) // 2]) == {"none"} and set(styles[len(styles) // 2:]) == {"-"}
 
 
 def test_jobs_1_and_2_write_the_same_files(tmp_path, capsys):

@@ -11,8 +11,10 @@ From a view state's runs and demand intervals, over ``[start, now)`` cut into eq
 * ``entitled``: its allocation capped by its demand, with what others leave unused
   water-filled down the tree (:func:`engine.sim.entitlement.entitlement`).
 
-Capacity is the configured GPUs of every cluster (node failures are not subtracted: the live
-reconciler cannot know past health). Bins are chosen so there are at most ``max_bins``:
+Capacity (and so ``allocation``) is the configured GPUs of every cluster; ``entitled`` is
+water-filled from the healthy part of it, as the report's is: for a simulated run, less its
+nodes out of service from failure to repair (``meta["down"]``); a live state keeps no history
+of node health, so all of it. Bins are chosen so there are at most ``max_bins``:
 5 min, 15 min, 1 h, 2 h, 6 h, 12 h or 1 day. Values are GPU-hours per bin (not rates).
 """
 
@@ -61,6 +63,7 @@ def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int
     bins = max(1, round((now - start) / bin_s))
     cap_gpus = sum(c.gpus for c in config.policy.clusters)
     capacity = np.full(bins, cap_gpus * bin_s / 3600.0)
+    healthy = capacity - _integral(_down(state), start, bins, bin_s)  # what entitlement fills
     tree = config.tree
     leaves = tree.leaves()
     delivered: dict[str, list] = {leaf: [] for leaf in leaves}
@@ -73,7 +76,7 @@ def usage_series(state: ViewState, *, span_s: float | None = None, max_bins: int
                 charged[r.leaf].append((r.start, end, r.gpu_count * r.weight))
     wanted = _wanted(state)
     demand = {leaf: _integral(wanted[leaf], start, bins, bin_s) for leaf in leaves}
-    entitled = entitlement(tree, capacity, demand)
+    entitled = entitlement(tree, healthy, demand)
     out_leaves = {}
     for leaf in leaves:
         share = tree.effective_share(leaf)
@@ -113,6 +116,7 @@ def hourly_entitled(state: ViewState) -> dict[str, float]:
     cap_gpus = sum(c.gpus for c in config.policy.clusters)
     capacity = np.full(bins, float(cap_gpus))
     capacity[-1] = cap_gpus * (now - start - (bins - 1) * 3600.0) / 3600.0
+    capacity -= _integral(_down(state), start, bins, 3600.0)
     wanted = _wanted(state)
     demand = {leaf: _integral(wanted[leaf], start, bins, 3600.0) for leaf in wanted}
     return {leaf: float(v.sum()) for leaf, v in entitlement(tree, capacity, demand).items()}
@@ -132,6 +136,14 @@ def delivered_since(state: ViewState, start: float) -> dict[str, float]:
 def _oldest(state: ViewState) -> float:
     """The start of the oldest run or demand the state holds (its instant when none)."""
     return min([r.start for r in state.runs] + [d.start for d in state.demand] + [state.now])
+
+
+def _down(state: ViewState) -> list[tuple[float, float, float]]:
+    """Nodes out of service as (start, end, GPUs), up to the state's instant: a simulated run's
+    failures to their repairs (``meta["down"]``), as the report's healthy capacity leaves them
+    out; none for a live state, which keeps no history of node health."""
+    return [(float(a), min(float(b), state.now), float(g))
+            for _node, g, a, b in state.meta.get("down") or () if min(float(b), state.now) > float(a)]
 
 
 def _wanted(state: ViewState) -> dict[str, list[tuple[float, float, float]]]:

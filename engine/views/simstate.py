@@ -100,6 +100,7 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
     config = result.config
     if options is None:  # (the run's own costs of a preemption)
         options = result.options
+    gpus = {n: c.gpus_per_node for c in config.policy.clusters for n in c.node_names()}
     T = result.horizon if at is None else float(at)
     if T > result.horizon:
         raise ValueError(f"time {T} is after the simulation horizon {result.horizon}")
@@ -209,6 +210,10 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
                f"scheduler {result.scheduler})"],
         meta={"trace": result.trace.name, "horizon": result.horizon, "tasks": len(result.trace.tasks),
               "measure_from": result.measure_from,  # (a warm-up's end: the report's window opens)
+              # nodes out of service (failure to repair, or the horizon): [node, GPUs, from, to],
+              # which the report's healthy capacity leaves out (engine.sim.metrics)
+              "down": [[node, gpus.get(node, 0), failed, result.horizon if repaired is None else repaired]
+                       for node, failed, _empty, repaired in result.failures],
               "scheduler": result.scheduler, "expected": "exact runtimes from the trace",
               "cadence": result.options.cadence, "checkpoint_loss_s": result.options.checkpoint_loss_s,
               "restart_overhead_s": result.options.restart_overhead_s})

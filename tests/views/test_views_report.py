@@ -280,3 +280,31 @@ def test_usage_of_a_run_with_a_warm_up_gives_the_report_s_figures(capsys, tmp_pa
     code, text, err = _run(capsys, "usage", "--report", str(out))
     assert code == 0, err
     assert "measured window, from the end of its warm-up" in text.splitlines()[0]
+
+
+def test_usage_of_a_run_with_a_node_failure_gives_the_report_s_entitlement(capsys, tmp_path):
+    """The report's entitlement water-fills the healthy capacity, hour by hour: a node out of
+    service from its failure to its repair is none of it; usage's is the same (it counted the
+    whole cluster, so every team was entitled to more than the report said)."""
+    trace = tmp_path / "t.jsonl"
+    with open(trace, "w") as fh:
+        for i in range(40):
+            for team in ("pretraining", "agents"):
+                fh.write(json.dumps({"id": f"{team}-{i}", "submit": 60.0 * i, "pods": 1,
+                                     "gpus_per_pod": 4, "runtime": 3 * 3600.0, "owner": team,
+                                     "leaf": team, "min_runtime": 1800.0, "resumable": True}) + "\n")
+        fh.write(json.dumps({"type": "node_failure", "time": 3600.0, "node": "h100-n0000",
+                             "repair_s": 7200.0}) + "\n")
+    out = tmp_path / "fail"
+    code, _, err = _run(capsys, "simulate", "--trace", str(trace), "--cluster", "h100:2",
+                        "--demand-ratio", "0", "--baseline", "none", "--no-pictures", "--jobs", "1",
+                        "--out", str(out))
+    assert code == 0, err
+    budget = json.loads((out / "summary.json").read_text())["schedulers"]["budget"]
+    assert budget["drain"]["failures"]  # the node did fail in the run
+    code, text, err = _run(capsys, "usage", "--report", str(out), "--format", "json")
+    assert code == 0, err
+    rows = {r["node"]: r for r in json.loads(text)["rows"]}
+    assert sum(t["entitled_gpu_h"] for t in budget["teams"].values()) > 0
+    for leaf, t in budget["teams"].items():
+        assert rows[leaf]["entitled_gpu_h"] == pytest.approx(t["entitled_gpu_h"], abs=0.01), leaf

@@ -20,7 +20,8 @@ workload is reported at once):
 * priority: integer 0..1000000, orders work inside one leaf only; default 0;
 * GPUs per pod (>= 1) and pod count (>= 1, a gang): from the labels, or from the
   ``gpus_per_pod`` / ``pods`` arguments (what the pod specs request); if both are given
-  they must agree;
+  they must agree; pods that request no GPUs (``gpus_per_pod=0``) are refused even with
+  the label, which cannot give them any;
 * cluster: optional, must name a cluster of the policy.
 
 Unallocated work keeps ``min_runtime_s`` as written but ``Contract.allocated`` is False, so it
@@ -69,8 +70,14 @@ def _positive_int(key: str, text: str, upper: int) -> int:
     return value
 
 
-def _count(key: str, meta: Mapping[str, str], given: int | None, what: str) -> int:
+def _count(key: str, meta: Mapping[str, str], given: int | None, what: str,
+           none_given: str = "") -> int:
+    """The count from label ``key``, else ``given`` (what the workload requests), else 1.
+    ``none_given``: the reason when the workload requests 0 (the label cannot make up for it);
+    without one, 0 is refused only when no label gives the count."""
     text = meta.get(key)
+    if given is not None and given < 1 and none_given:
+        raise ContractError(none_given)
     if text is None or text == "":
         if given is None:
             return 1
@@ -150,7 +157,12 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
     # shape / cluster ----------------------------------------------------------------
     gpp = npods = 1
     try:
-        gpp = _count(labels.gpus_per_pod, meta, gpus_per_pod, "GPUs per pod")
+        resource = policy.node_labels.gpu_resource
+        no_gpus = (f"the workload's pods request no {resource}, so they would run without "
+                   f"GPUs; request whole GPUs in a container's resources.limits ({resource}: N)")
+        if meta.get(labels.gpus_per_pod):
+            no_gpus += f"; the {labels.gpus_per_pod} label cannot give pods GPUs"
+        gpp = _count(labels.gpus_per_pod, meta, gpus_per_pod, "GPUs per pod", no_gpus)
     except ContractError as err:
         errors.append(str(err))
     try:

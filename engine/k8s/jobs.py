@@ -157,7 +157,7 @@ def parse_job(job: Obj, config: Config) -> Workload:
     try:
         if unreadable is not None:
             raise ContractError(unreadable)
-        contract = parse_contract(merged, submitter, config, gpus_per_pod=gpus_per_pod or None,
+        contract = parse_contract(merged, submitter, config, gpus_per_pod=gpus_per_pod,
                                   pods=pods)
         return Workload(wid, contract, submitted, owner=owner)
     except ContractError as err:

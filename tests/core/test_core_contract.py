@@ -123,3 +123,21 @@ def test_the_bounds_of_a_min_runtime_and_a_priority_are_inclusive():
     assert parse_contract(meta(budget="vision-a1", prio="1000000"), NS, CONFIG).priority == 1_000_000
     with pytest.raises(ContractError, match="1000001 is out of range"):
         parse_contract(meta(budget="vision-a1", prio="1000001"), NS, CONFIG)
+
+
+def test_pods_that_request_no_gpus_are_refused_even_with_the_label():
+    """A Job whose containers request no GPU would run without any on the node it is pinned
+    to (the label cannot add the request); it was read as 1 GPU (or the label's count) and
+    admitted. Refused with what to do, among the other problems."""
+    with pytest.raises(ContractError) as err:
+        parse_contract(meta(budget="vision-a1", min="1h"), NS, CONFIG, gpus_per_pod=0, pods=1)
+    assert str(err.value).startswith("the workload's pods request no nvidia.com/gpu")
+    assert "resources.limits (nvidia.com/gpu: N)" in str(err.value)
+    with pytest.raises(ContractError) as err:
+        parse_contract(meta(budget="vision-a1", gpp="4", prio="high"), NS, CONFIG,
+                       gpus_per_pod=0, pods=1)
+    text = str(err.value)
+    assert text.startswith("2 problems:") and "'high' is not a whole number" in text
+    assert "the allot.dev/gpus-per-pod label cannot give pods GPUs" in text
+    # a trace task (no pod spec: nothing given) still takes the label or 1
+    assert parse_contract(meta(budget="vision-a1", gpp="4"), NS, CONFIG).gpus_per_pod == 4

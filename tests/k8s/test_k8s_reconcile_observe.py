@@ -286,3 +286,15 @@ def test_gpus_and_pods_are_counted_as_kubernetes_runs_them(config):
     init["spec"]["template"]["spec"]["initContainers"] = [
         {"name": "warm", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]
     assert parse_job(init, config).contract.gpus_per_pod == 8
+
+
+def test_a_job_whose_pods_request_no_gpus_is_rejected_not_admitted_as_one_gpu(config):
+    """Its pods would run without GPUs on the node they are pinned to; with the
+    gpus-per-pod label too (Kubernetes does not let the label add the request)."""
+    from engine.k8s.jobs import parse_job
+
+    cpu = job("team-a", "cpu", budget="team-a", min_runtime="1h")
+    cpu["spec"]["template"]["spec"]["containers"][0]["resources"] = {}
+    assert "request no nvidia.com/gpu" in (parse_job(cpu, config).invalid or "")
+    cpu["metadata"]["labels"]["allot.dev/gpus-per-pod"] = "4"
+    assert "label cannot give pods GPUs" in (parse_job(cpu, config).invalid or "")

@@ -14,7 +14,9 @@ read by :mod:`engine.k8s.jobs`. A managed Job is then exactly one of:
   and it is marked finished.
 - **running**: not suspended and marked ``state=running`` with a readable placement. Start,
   protection, placement and leaf come from the marks written at admission (label edits after
-  admission cannot extend protection or move the charge).
+  admission cannot extend protection or move the charge; a Job charged to its leaf stays
+  funded with the min runtime it was admitted with, even with its labels edited to ``0`` or
+  to values that no longer parse).
 - **held**: not suspended but not admitted by the reconciler (created unsuspended, or marks
   removed). It is suspended again and queued: the reconciler is the only way in.
 - **pending**: suspended (new, preempted, or rejected). Rejected Jobs are offered again each
@@ -219,6 +221,13 @@ def _read_job(job: Obj, wid: str, config: Config, node_cluster: Mapping[str, str
         elif contract.budget != known:
             contract = replace(contract, budget=known)
         protected = marks.parse_time(ann.get(marks.PROTECTED_UNTIL))
+        if known is not None and contract.budget == known and protected is not None and \
+                (workload.invalid is not None or not contract.allocated) and protected > started:
+            # (charged to its leaf, so funded with the min runtime it was admitted with, as
+            # its marks say: labels edited to "0", to a budget it may not charge, or to
+            # values that no longer parse must not make it free work that is still charged)
+            contract = replace(contract, requested_budget=known, note="", min_runtime_s=min(
+                protected - started, config.policy.min_runtime_cap_s))
         begun = started
         if now is not None and started > now:
             # a start in the future is an edit: the run began by now, unprotected (every

@@ -190,3 +190,23 @@ def test_a_ledger_charged_until_far_ahead_charges_again_from_now():
     assert charge(state, run, T0 + 60) == pytest.approx(2 * 60)  # (and charging again)
     ahead = LedgerState(Ledger(["a"], 7 * 86400.0), T0 + 5, T0 + 5, None)  # (another replica's clock)
     assert charge(ahead, run, T0) == 0.0 and ahead.charged_until == T0 + 5
+
+
+@pytest.mark.parametrize("edit", [{"allot.dev/priority": "high"}, {"allot.dev/min-runtime": "0"},
+                                  {"allot.dev/budget": "team-b"}])
+def test_labels_edited_after_admission_leave_the_run_funded_as_it_is_charged(env, edit):
+    """A running Job stays charged to the leaf it was admitted on; its labels edited into a
+    typo, a min runtime of 0 or a budget it may not charge used to make it read as free work
+    ("runs unallocated ... (not charged)", preempted first as unallocated work) while the
+    ledger still charged it."""
+    env.nodes(1)
+    env.submit(job("team-a", "a", budget="team-a", min_runtime="2h", gpus=8))
+    r = env.reconciler()
+    r.run_pass()
+    env.emu.patch("Job", "team-a", "a", {"metadata": {"labels": edit}})
+    env.advance(600)
+    r.run_pass()
+    reason = ann(env.job("team-a", "a"))[marks.REASON]
+    assert reason.startswith("running on n0:8: protected by its min runtime until")
+    assert "budget team-a" in reason and "unallocated" not in reason and "not charged" not in reason
+    assert env.ledger_usage()["team-a"] == 8 * 600

@@ -105,6 +105,25 @@ def test_nodes_capacity_cluster_domain_health_and_cordon(config):
         "n5": ["taint allot.dev/maintenance"], "n6": ["label allot.dev/maintenance=true"]}
 
 
+def test_healed_nodes_are_the_healthy_ones_the_reconciler_itself_cordoned(config):
+    """Healed (to be uncordoned): cordoned, with the reconciler's cordon reason, and healthy
+    again. Not a node still unhealthy, not an operator's cordon (no reason), not a node an
+    operator already uncordoned by hand (a stale reason on a schedulable node)."""
+    def cordoned_by_us(n, reason="node unhealthy"):
+        n["metadata"]["annotations"] = {marks.CORDON_REASON: reason}
+        return n
+
+    nodes = [
+        cordoned_by_us(node("repaired", 8, unschedulable=True), "unhealthy (condition Ready=False)"),
+        cordoned_by_us(node("still-sick", 8, unschedulable=True, conditions={"GPUUnhealthy": "True"})),
+        node("operators", 8, unschedulable=True),
+        cordoned_by_us(node("uncordoned-by-hand", 8)),
+        node("fine", 8),
+    ]
+    assert observe([], [], nodes, config).healed == {
+        "repaired": "unhealthy (condition Ready=False)"}
+
+
 def test_gpus_used_by_other_tenants_pods_are_not_offered(config):
     foreign = {"metadata": {"name": "p", "namespace": "infra"},
                "spec": {"nodeName": "n1", "containers": [

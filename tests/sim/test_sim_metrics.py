@@ -51,6 +51,16 @@ def test_a_team_under_an_unallocated_part_is_entitled_to_all_it_asks_on_an_idle_
     assert ent["p2"].tolist() == pytest.approx([0.0, 40.0])
 
 
+def test_a_node_keeping_all_its_share_unallocated_leaves_it_to_its_siblings():
+    """p gives nothing to its children (unallocated 100%): they are entitled to nothing however
+    much they ask, and p wants nothing at r, so q is entitled to all q asks."""
+    tree = BudgetTree.build([BudgetNode("r", None, 100), BudgetNode("p", "r", 50, unallocated_pct=100),
+                             BudgetNode("p1", "p", 0), BudgetNode("q", "r", 50)])
+    ent = entitlement(tree, np.array([100.0]), {"p1": np.array([100.0]), "q": np.array([100.0])})
+    assert ent["p1"].tolist() == [0.0]
+    assert ent["q"].tolist() == pytest.approx([100.0])
+
+
 def test_wait_percentiles_interpolate_between_waits():
     stats = wait_stats([0.0, 10.0, 20.0, 30.0], 1)
     assert stats == {"n": 4, "censored": 1, "p50_s": 15.0, "p90_s": 27.0, "p99_s": 29.7, "mean_s": 15.0}

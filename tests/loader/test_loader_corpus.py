@@ -88,6 +88,31 @@ def test_a_missing_reference_still_suggests_an_unreferenced_file(base_copy):
     assert [p.hint for p in missing] == ["did you mean budgets/beta.yaml?"]
 
 
+def test_a_missing_reference_is_not_said_to_mean_a_file_another_node_references(base_copy):
+    """root.yaml's beta references ``alpha1.yaml``, which does not exist: alpha.yaml is the
+    closest name but alpha's subtree already, so it is no suggestion."""
+    root = base_copy / "budgets" / "root.yaml"
+    text = root.read_text()
+    start = text.index("    - name: beta\n")
+    root.write_text(text[:start] + "    - name: beta\n      share: 40\n      file: alpha1.yaml\n")
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    missing = [p for p in err.value.problems if p.code == "missing"]
+    assert [p.hint for p in missing] == ["create budgets/alpha1.yaml with the subtree 'beta'"]
+
+
+def test_a_missing_reference_in_a_file_nothing_references_is_not_said_to_mean_that_file(base_copy):
+    """gamma.yaml, referenced by no one, references ``gama.yaml``: its closest name is gamma.yaml
+    itself, which it cannot mean (a cycle)."""
+    (base_copy / "budgets" / "gamma.yaml").write_text(
+        'apiVersion: allot.dev/v1\nkind: Budget\nbudget:\n  name: gamma\n  owners: ["@g"]\n'
+        '  children:\n    - name: g1\n      share: 100\n      file: gama.yaml\n')
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    missing = [p for p in err.value.problems if p.code == "missing"]
+    assert [p.hint for p in missing] == ["create budgets/gama.yaml with the subtree 'g1'"]
+
+
 def test_a_file_that_breaks_its_schema_is_left_out_of_its_own_rules_too_as_the_readme_says(base_copy):
     """A typo'd field in alpha.yaml hides that alpha's shares sum to 90 (its own rule, not one
     across files): the README said only the checks across files left such a file out."""

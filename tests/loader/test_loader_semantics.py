@@ -66,6 +66,8 @@ def test_explicit_unallocated_remainder(base_copy):
 @pytest.mark.parametrize("share, hint", [
     ("25", "lower the shares by 5 in total, or 'unallocated' to 5"),
     ("35", "lower the shares by 15 in total, or remove 'unallocated' and lower them by 5"),
+    # the shares alone sum to 100: the unallocated part is all the excess
+    ("30", "lower the shares by 10 in total, or 'unallocated' to 0"),
 ])
 def test_shares_over_100_with_an_unallocated_part_say_either_may_be_lowered(base_copy, share, hint):
     alpha = base_copy / "budgets" / "alpha.yaml"
@@ -118,6 +120,24 @@ def test_current_directory_is_the_default_root(base_copy, monkeypatch):
     config = load_config()
     assert config.tree.root == "org"
     assert config.origin == str(base_copy)
+
+
+def test_the_nearest_directory_holding_budgets_and_policies_is_the_default_root(base_copy, monkeypatch):
+    """From inside a configuration nested in another (a copy under ``examples/``), the nearest
+    one is meant; a directory holding only ``budgets/`` or only ``policies/`` is none."""
+    nested = base_copy / "examples" / "lab"
+    shutil.copytree(base_copy / "budgets", nested / "budgets")
+    shutil.copytree(base_copy / "policies", nested / "policies")
+    _edit(nested / "budgets" / "root.yaml", "name: org", "name: lab")
+    (nested / "budgets" / "deeper").mkdir()
+    monkeypatch.chdir(nested / "budgets" / "deeper")
+    assert load_config().origin == str(nested)
+    monkeypatch.chdir(nested)
+    assert load_config().tree.root == "lab"
+    half = base_copy / "half"
+    (half / "policies").mkdir(parents=True)
+    monkeypatch.chdir(half)
+    assert load_config().origin == str(base_copy)
 
 
 @pytest.mark.parametrize("sub", ["budgets", "policies", "budgets/deeper"])

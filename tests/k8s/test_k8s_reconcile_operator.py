@@ -163,3 +163,12 @@ def test_a_period_of_zero_is_refused_rather_than_read_as_the_default(capsys, fla
         main(["reconcile", "--once", flag, value])
     assert exc.value.code == 2
     assert f"argument {flag}: must be above 0, got '{value}'" in capsys.readouterr().err
+
+
+def test_any_period_above_zero_and_a_lease_of_a_whole_second_are_accepted():
+    """The bounds are 0 (excluded) for a period and 1 s (included) for the Lease: a fast
+    loop of half a second, and the shortest Lease the API server takes, are valid."""
+    from engine.commands.reconcile import lease_arg, period_arg
+
+    assert period_arg("0.5") == 0.5 and period_arg("1") == 1.0 and period_arg("2m") == 120.0
+    assert lease_arg("1") == 1.0 and lease_arg("1s") == 1.0

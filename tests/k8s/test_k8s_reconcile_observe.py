@@ -105,6 +105,16 @@ def test_nodes_capacity_cluster_domain_health_and_cordon(config):
         "n5": ["taint allot.dev/maintenance"], "n6": ["label allot.dev/maintenance=true"]}
 
 
+def test_the_maintenance_taint_makes_a_node_unhealthy_whatever_its_effect_and_no_other_does(config):
+    nodes = [node("evicting", 8, taints=[{"key": "allot.dev/maintenance", "effect": "NoExecute"}]),
+             node("tainted", 8, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+                                        {"key": "dedicated", "value": "ml", "effect": "NoExecute"}])]
+    by = {n.name: n for n in observe([], [], nodes, config).snapshot.nodes}
+    assert not by["evicting"].healthy and by["tainted"].healthy
+    assert unhealthy_because(nodes[0], config) == ["taint allot.dev/maintenance"]
+    assert unhealthy_because(nodes[1], config) == []
+
+
 def test_healed_nodes_are_the_healthy_ones_the_reconciler_itself_cordoned(config):
     """Healed (to be uncordoned): cordoned, with the reconciler's cordon reason, and healthy
     again. Not a node still unhealthy, not an operator's cordon (no reason), not a node an

@@ -203,3 +203,16 @@ def test_every_help_text_renders(capsys):
         assert out.startswith("usage: allot"), argv
     assert main([]) != 0
     assert "build-core" in capsys.readouterr().out
+
+
+def test_at_may_be_the_very_end_of_the_simulation_not_past_it():
+    """``--at`` is the state's simulated time: the last instant of a 2-day run is valid (the
+    default is the end), a second later is not."""
+    from engine.views.source import view_flag_problems
+
+    def problems(*argv: str) -> list[str]:
+        return [str(p) for p in view_flag_problems(build_parser().parse_args(["queue", *argv]))]
+
+    assert problems("--days", "2", "--at", "2d") == []
+    assert problems("--days", "2", "--at", "2d1s") == [
+        "--at: time 172801s is after the end of the 2-day simulation; lower --at or raise --days"]

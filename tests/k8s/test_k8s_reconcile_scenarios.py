@@ -198,6 +198,7 @@ def test_a_node_healthy_again_is_back_in_service_but_an_operators_cordon_stays(e
     assert "allot.dev/drained" not in (node["metadata"].get("labels") or {})
     (ev,) = events_for(env.emu, sick, "Uncordoned")
     assert ev["type"] == "Normal" and "healthy again" in ev["message"]
+    assert r.metrics.get("allot_uncordons_total") == 1
     assert env.emu.get("nodes", None, kept)["spec"]["unschedulable"] is True
     # back in service: an 8-GPU job starts there (the other node is still the operator's)
     env.submit(job("team-a", "a", budget="team-a", min_runtime="1h", gpus=8))

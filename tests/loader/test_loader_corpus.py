@@ -74,31 +74,30 @@ def test_a_missing_reference_is_not_said_to_mean_its_own_file_or_one_already_ref
     assert problem.hint == "create budgets/alpha2.yaml with the subtree 'a2'"
 
 
+def _hints_for_beta_referencing(base_copy, ref: str) -> list[str]:
+    """root.yaml's beta made to reference ``ref`` (a file that does not exist): the hints of
+    the missing-reference problems."""
+    root = base_copy / "budgets" / "root.yaml"
+    text = root.read_text()
+    start = text.index("    - name: beta\n")
+    root.write_text(text[:start] + f"    - name: beta\n      share: 40\n      file: {ref}\n")
+    with pytest.raises(UserError) as err:
+        load_config(base_copy)
+    return [p.hint for p in err.value.problems if p.code == "missing"]
+
+
 def test_a_missing_reference_still_suggests_an_unreferenced_file(base_copy):
     (base_copy / "budgets" / "beta.yaml").write_text(
         'apiVersion: allot.dev/v1\nkind: Budget\nbudget:\n  name: beta\n  owners: ["@b"]\n'
         '  children:\n    - name: b1\n      share: 100\n      principals:\n        - namespace: b1\n')
-    root = base_copy / "budgets" / "root.yaml"
-    text = root.read_text()
-    start = text.index("    - name: beta\n")
-    root.write_text(text[:start] + "    - name: beta\n      share: 40\n      file: betta.yaml\n")
-    with pytest.raises(UserError) as err:
-        load_config(base_copy)
-    missing = [p for p in err.value.problems if p.code == "missing"]
-    assert [p.hint for p in missing] == ["did you mean budgets/beta.yaml?"]
+    assert _hints_for_beta_referencing(base_copy, "betta.yaml") == ["did you mean budgets/beta.yaml?"]
 
 
 def test_a_missing_reference_is_not_said_to_mean_a_file_another_node_references(base_copy):
     """root.yaml's beta references ``alpha1.yaml``, which does not exist: alpha.yaml is the
     closest name but alpha's subtree already, so it is no suggestion."""
-    root = base_copy / "budgets" / "root.yaml"
-    text = root.read_text()
-    start = text.index("    - name: beta\n")
-    root.write_text(text[:start] + "    - name: beta\n      share: 40\n      file: alpha1.yaml\n")
-    with pytest.raises(UserError) as err:
-        load_config(base_copy)
-    missing = [p for p in err.value.problems if p.code == "missing"]
-    assert [p.hint for p in missing] == ["create budgets/alpha1.yaml with the subtree 'beta'"]
+    assert _hints_for_beta_referencing(base_copy, "alpha1.yaml") == [
+        "create budgets/alpha1.yaml with the subtree 'beta'"]
 
 
 def test_a_missing_reference_in_a_file_nothing_references_is_not_said_to_mean_that_file(base_copy):

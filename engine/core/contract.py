@@ -70,14 +70,8 @@ def _positive_int(key: str, text: str, upper: int) -> int:
     return value
 
 
-def _count(key: str, meta: Mapping[str, str], given: int | None, what: str,
-           none_given: str = "") -> int:
-    """The count from label ``key``, else ``given`` (what the workload requests), else 1.
-    ``none_given``: the reason when the workload requests 0 (the label cannot make up for it);
-    without one, 0 is refused only when no label gives the count."""
+def _count(key: str, meta: Mapping[str, str], given: int | None, what: str) -> int:
     text = meta.get(key)
-    if given is not None and given < 1 and none_given:
-        raise ContractError(none_given)
     if text is None or text == "":
         if given is None:
             return 1
@@ -156,15 +150,17 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
 
     # shape / cluster ----------------------------------------------------------------
     gpp = npods = 1
-    try:
+    if gpus_per_pod is not None and gpus_per_pod < 1:  # (pods that request none: no label helps)
         resource = policy.node_labels.gpu_resource
-        no_gpus = (f"the workload's pods request no {resource}, so they would run without "
-                   f"GPUs; request whole GPUs in a container's resources.limits ({resource}: N)")
-        if meta.get(labels.gpus_per_pod):
-            no_gpus += f"; the {labels.gpus_per_pod} label cannot give pods GPUs"
-        gpp = _count(labels.gpus_per_pod, meta, gpus_per_pod, "GPUs per pod", no_gpus)
-    except ContractError as err:
-        errors.append(str(err))
+        errors.append(f"the workload's pods request no {resource}, so they would run without "
+                      f"GPUs; request whole GPUs in a container's resources.limits ({resource}: N)"
+                      + (f"; the {labels.gpus_per_pod} label cannot give pods GPUs"
+                         if meta.get(labels.gpus_per_pod) else ""))
+    else:
+        try:
+            gpp = _count(labels.gpus_per_pod, meta, gpus_per_pod, "GPUs per pod")
+        except ContractError as err:
+            errors.append(str(err))
     try:
         npods = _count(labels.pods, meta, pods, "pod count")
     except ContractError as err:

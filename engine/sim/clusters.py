@@ -65,7 +65,8 @@ def unknown_places(trace: Trace, config: Config) -> list[Problem]:
             pinned.setdefault(t.cluster, []).append(t)
     for name, tasks in pinned.items():
         lines = [t.line for t in tasks]
-        first = next((t for t in tasks if t.line == first_line(lines)), tasks[0])
+        at = first_line(lines)  # (once: asked per task it was quadratic in the pinned tasks)
+        first = next((t for t in tasks if t.line == at), tasks[0])
         problems.append(Problem(where, first.line, 0, f"{len(tasks)} task(s) ({first.id}, ...) name cluster "
                                 f"{name!r}, which the configuration does not have{also_on(lines)}",
                                 f"clusters: {', '.join(clusters)}; fix the trace's cluster field, or "

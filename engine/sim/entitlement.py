@@ -60,6 +60,7 @@ def entitlement(tree: BudgetTree, capacity: np.ndarray,
     hours = len(capacity)
     zero = np.zeros(hours)
     sub: dict[str, np.ndarray] = {}
+    keep: dict[str, float] = {}  # per inner node, the part of what it gets its children share
     for name in reversed(tree.walk()):
         kids = tree.children(name)
         if not kids:
@@ -67,9 +68,9 @@ def entitlement(tree: BudgetTree, capacity: np.ndarray,
             continue
         # what the node must be given for its children to get their demand once its
         # unallocated part is kept back (all of it: nothing they can use)
-        keep = 1.0 - getattr(tree.nodes[name], "unallocated_pct", 0.0) / 100.0
+        keep[name] = 1.0 - tree.nodes[name].unallocated_pct / 100.0
         wanted = sum((sub[c] for c in kids), zero)
-        sub[name] = wanted / keep if keep > 0 else zero
+        sub[name] = wanted / keep[name] if keep[name] > 0 else zero
     out: dict[str, np.ndarray] = {}
     stack = [(tree.root, capacity.astype(float))]
     while stack:
@@ -78,8 +79,7 @@ def entitlement(tree: BudgetTree, capacity: np.ndarray,
         if not kids:
             out[name] = cap
             continue
-        node = tree.nodes[name]
-        usable = cap * (1.0 - getattr(node, "unallocated_pct", 0.0) / 100.0)
+        usable = cap * keep[name]
         d = np.vstack([sub[c] for c in kids])
         s = np.array([tree.nodes[c].share_pct for c in kids], float)
         alloc = waterfill(usable, d, s)

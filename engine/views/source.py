@@ -171,7 +171,7 @@ def load_state(args: argparse.Namespace) -> ViewState:
     if getattr(args, "state", None):
         path = Path(args.state)
         return _from_dict(read_json(path, "view state", STATE_HINT), str(path))
-    return simulated_state(args)
+    return _simulated(args)
 
 
 class SimProgress:
@@ -206,11 +206,17 @@ def simulated_state(args: argparse.Namespace, scheduler: Scheduler | None = None
     kept on disk for the next command that asks for the same one
     (:mod:`engine.views.statecache`). ``scheduler``: one wrapping the budget scheduler, to
     record its decisions along the way (:mod:`engine.views.timeline`): then the simulation
-    runs whatever is kept, and is not kept."""
+    runs whatever is kept, and is not kept. The options are checked first, as
+    :func:`load_state` checks them."""
+    _check_source_flags(args)
+    return _simulated(args, scheduler)
+
+
+def _simulated(args: argparse.Namespace, scheduler: Scheduler | None = None) -> ViewState:
+    """:func:`simulated_state` once the options are checked."""
     from engine.loader import load_config
     from engine.views.simstate import DEFAULT_DAYS, DEFAULT_TASKS, default_simulation, run_trace, state_from_sim
 
-    _check_source_flags(args)  # (as load_state does: a caller may come here directly)
     at = getattr(args, "at", None)
     show = SimProgress(getattr(args, "progress", False) or sys.stderr.isatty())
     fresh = getattr(args, "fresh", False)

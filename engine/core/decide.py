@@ -41,6 +41,7 @@ docstring (:mod:`engine.core`) lists them.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 from engine.core.drain import drain
@@ -58,9 +59,8 @@ from engine.core.releases import Releases
 from engine.core.holds import NOT_KEPT, Holds
 from engine.core.reservation import reservation_for
 from engine.core.running_facts import RunningFacts, survey
-from engine.core.statuses import PassView, pending_status, running_status, waiting_causes
-from engine.core.types import (Action, Admit, Decision, Placement, Preempt, Reject, Snapshot,
-                               WorkloadStatus)
+from engine.core.statuses import PassView, status_index, waiting_causes
+from engine.core.types import Action, Admit, Decision, Placement, Preempt, Reject, Snapshot
 from engine.core.verdicts import ShapeVerdicts
 from engine.core.victim_cache import VictimCache
 from engine.core.victim_index import VictimIndex
@@ -391,20 +391,8 @@ def decide(snapshot: Snapshot, config: Config, now: float) -> Decision:
     outcome = p.run(kept)
     actions: list[Action] = [*p.node_actions, *p.evictions, *(Reject(w.id, why) for w, why in rejects), *p.actions]
     view: PassView = p  # what the statuses may read of the pass (mypy checks it conforms)
-
-    def thunks() -> dict[str, tuple]:
-        """id -> (builder, *arguments): a status is built on first access (StatusMap); the
-        index itself is made when the statuses are first read (the simulator reads none)."""
-        admitted = {a.workload_id: a for a in p.actions if isinstance(a, Admit)}
-        index: dict[str, tuple] = {w.id: (WorkloadStatus, w.id, "rejected", reason)
-                                   for w, reason in rejects}
-        index.update({e.workload.id: (pending_status, view, e, pos, outcome, admitted)
-                      for pos, e in enumerate(kept, 1)})
-        evictions = {a.workload_id: a for a in p.evictions}
-        index.update({r.workload.id: (running_status, view, r, evictions) for r in snapshot.running})
-        return index
-
-    return Decision(now=now, actions=tuple(actions), statuses=StatusMap(thunks), ranks=p.ranks,
+    index = partial(status_index, view, rejects, kept, outcome, snapshot.running)
+    return Decision(now=now, actions=tuple(actions), statuses=StatusMap(index), ranks=p.ranks,
                     waiting=LazyMap(lambda: waiting_causes(view, kept, outcome)),
                     reserved={r.holder: (tuple(sorted(r.nodes)), r.until, r.numbers[-1] if r.hold else 0)
                               for r in p.holds.items})

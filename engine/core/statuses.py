@@ -12,7 +12,7 @@ from engine.core.ranksums import RankSums
 from engine.core.queue import Entry, charged_leaf
 from engine.core.holds import Holds
 from engine.core.reservation import Reservation
-from engine.core.types import LeafRank, WorkloadStatus
+from engine.core.types import Action, Admit, LeafRank, Preempt, Running, Workload, WorkloadStatus
 from engine.durations import format_duration
 
 
@@ -34,6 +34,10 @@ class PassView(Protocol):
     def preempted(self) -> Mapping[str, tuple[str, str]]: ...  # victim -> (preemptor, reason)
     @property
     def draining(self) -> Mapping[str, str]: ...  # workload on an unhealthy node -> why
+    @property
+    def actions(self) -> Sequence[Action]: ...  # its admissions and preemptions
+    @property
+    def evictions(self) -> Sequence[Preempt]: ...  # of work on unhealthy nodes
 
 
 class _Numbers(TypedDict):
@@ -229,3 +233,18 @@ def running_status(p: PassView, r, evictions) -> WorkloadStatus:
         why = (f"past its min runtime (since {when(r.protected_until, p.now)}); keeps running while "
                f"no higher-ranked work needs its GPUs")
     return WorkloadStatus(state="running", reason=f"running on {where}: {why}; {leaf_text(lr, p.n)}", **base)
+
+
+def status_index(p: PassView, rejects: Sequence[tuple[Workload, str]], kept: Sequence[Entry],
+                 outcome, running: Sequence[Running]) -> dict[str, tuple]:
+    """id -> (builder, *arguments) for every workload of the pass, rejected, pending or
+    running: a status is built on first access (:class:`~engine.core.lazymaps.StatusMap`); the
+    index itself is made when the statuses are first read (the simulator reads none)."""
+    admitted = {a.workload_id: a for a in p.actions if isinstance(a, Admit)}
+    index: dict[str, tuple] = {w.id: (WorkloadStatus, w.id, "rejected", reason)
+                               for w, reason in rejects}
+    index.update({e.workload.id: (pending_status, p, e, pos, outcome, admitted)
+                  for pos, e in enumerate(kept, 1)})
+    evictions = {a.workload_id: a for a in p.evictions}
+    index.update({r.workload.id: (running_status, p, r, evictions) for r in running})
+    return index

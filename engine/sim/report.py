@@ -19,6 +19,7 @@ from engine.core.statuses import WAIT_CAUSES
 from engine.durations import approx_duration, format_duration
 from engine.sim.experiment import Experiment
 from engine.sim.forked import run_forked
+from engine.sim.prepare import capacity
 from engine.sim.plots import gantt_window, plot_gantt, plot_usage, plot_waiting, plot_waits
 from engine.sim.result import SimResult, TaskRecord
 
@@ -262,6 +263,8 @@ class Ask:
     ratio: float  # delivered / entitled
     job: TaskRecord | None  # its funded job that waited the most GPU-hours; None: none waited
     at: int | None  # the middle of that job's longest wait in the measured window; None: outside
+    share_gpus: float = 0.0  # the team's effective share of the run's capacity, in GPUs
+    capacity: int = 0  # the run's GPUs
 
 
 def short_teams(result: SimResult, summary: dict[str, Any]) -> list[Ask]:
@@ -276,10 +279,12 @@ def short_teams(result: SimResult, summary: dict[str, Any]) -> list[Ask]:
     for seg in result.segments if short else ():
         segments.setdefault(seg.task, []).append(seg)
     asks = []
+    cap = capacity(result.config)
     for ratio, leaf in short:
         jobs = [r for r in result.tasks.values() if r.leaf == leaf and r.funded and r.queued_s > 0]
+        share = summary["teams"][leaf]["share"] * cap
         if not jobs:
-            asks.append(Ask(leaf, ratio, None, None))
+            asks.append(Ask(leaf, ratio, None, None, share, cap))
             continue
         job = max(jobs, key=lambda r: (r.gpus * r.queued_s, r.id))
         waits: list[tuple[float, float]] = []  # the job's pending spans: between its runs
@@ -292,7 +297,7 @@ def short_teams(result: SimResult, summary: dict[str, Any]) -> list[Ask]:
         if since is not None:
             waits.append((since, result.horizon))
         length, a, b = max((min(b, hi) - max(a, lo), max(a, lo), min(b, hi)) for a, b in waits)
-        asks.append(Ask(leaf, ratio, job, round((a + b) / 2) if length > 0 else None))
+        asks.append(Ask(leaf, ratio, job, round((a + b) / 2) if length > 0 else None, share, cap))
     return asks
 
 
@@ -314,8 +319,12 @@ def _short_teams(asks: list[Ask]) -> list[str]:
             lines.append(f"- **{ask.leaf}** ({pct(ask.ratio)}): no funded job of it waited.")
             continue
         end = {"pending": "still pending at the end", "running": "running at the end"}.get(job.state, job.state)
+        # a job larger than the team's share: whenever it runs, the team uses more than its
+        # share, and it can start only where a whole set of GPUs comes free at once
+        above = (f" (more than the team's share: {ask.share_gpus:.1f} of the run's "
+                 f"{ask.capacity} GPUs)" if ask.capacity and job.gpus > ask.share_gpus else "")
         lines.append(
-            f"- **{ask.leaf}** ({pct(ask.ratio)}): {job.id}, {job.gpus} GPUs, waited "
+            f"- **{ask.leaf}** ({pct(ask.ratio)}): {job.id}, {job.gpus} GPUs{above}, waited "
             f"{approx_duration(job.queued_s)} in all ({_times(job.preemptions)}, {end})"
             + (f": `allot explain {job.id} --report . --at {ask.at}`" if ask.at is not None else
                ": its waits fall outside the measured window."))

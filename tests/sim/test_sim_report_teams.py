@@ -37,3 +37,20 @@ def test_each_schedulers_percentage_is_of_the_entitlement_written_beside_it():
             assert entitled == round(t["entitled_gpu_h"]), (n, leaf, cell, t["entitled_gpu_h"])
             checked += 1
     assert checked == 6
+
+
+def test_a_team_short_whose_job_is_larger_than_its_share_is_told_so():
+    """Teams that fell short: a job asking more GPUs than its team's share of the run's
+    capacity is said to (whenever it runs the team is above its share, and it needs that many
+    GPUs free at once); a job within the share is not."""
+    from engine.sim.report import Ask, _short_teams
+    from engine.sim.result import TaskRecord
+
+    def job(gpus: int) -> TaskRecord:
+        return TaskRecord(f"j{gpus}", "o", "a", "small", gpus, True, 0.0, None, None, "pending",
+                          3600.0, 0, 0.0, 0)
+
+    big, small = (_short_teams([Ask("a", 0.5, job(g), 1800, 7.68, 192)]) for g in (8, 4))
+    assert "- **a** (50.0%): j8, 8 GPUs (more than the team's share: 7.7 of the run's 192 GPUs), " \
+        "waited 60.0 min in all" in "\n".join(big)
+    assert "- **a** (50.0%): j4, 4 GPUs, waited 60.0 min in all" in "\n".join(small)

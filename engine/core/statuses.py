@@ -180,20 +180,36 @@ def waiting_causes(p: PassView, entries: Sequence[Entry],
 def kept_off(p: PassView, e: Entry, kept: tuple[tuple[Reservation, str], ...]) -> str:
     """Why ``e`` may not use reserved nodes, with the numbers: each reservation that kept it off
     when its turn came, and why then (:meth:`~engine.core.holds.Holds.kept_off`);
-    reservations made later, by work behind it, played no part and are not named."""
-    return "; ".join(_kept_off(p, e, res, why) for res, why in kept)
+    reservations made later, by work behind it, played no part and are not named. Drain holds
+    share one explanation, at the first one's place: several holds (large gangs) would
+    otherwise repeat it for each."""
+    holds = [res for res, why in kept if why == "hold"]
+    parts = [_kept_off(p, e, res, why) for res, why in kept if why != "hold"]
+    if holds:
+        first = next(i for i, (_, why) in enumerate(kept) if why == "hold")
+        parts.insert(first, _held(e, holds))
+    return "; ".join(parts)
+
+
+def _held(e: Entry, holds: list[Reservation]) -> str:
+    """The drain holds that keep ``e`` off, and why that rule (:mod:`engine.core.reservation`)."""
+    where = ", ".join(f"{', '.join(sorted(r.nodes))} {'is' if len(r.nodes) == 1 else 'are'} held "
+                      f"for {r.holder} (budget {r.leaf} rank {r.rank})" for r in holds)
+    tail = (f"funded work would be protected by its min runtime, "
+            f"{format_duration(e.workload.contract.min_runtime_s)} for this one, and delay")
+    if len(holds) == 1:
+        return (f"{where}, which no running work it may preempt can make room for, so it waits for "
+                f"running work there to end; only unallocated work may start there meanwhile "
+                f"({tail} it)")
+    return (f"{where}; for none of them can running work its holder may preempt make room, so "
+            f"each holder waits for running work there to end; only unallocated work may start "
+            f"on them meanwhile ({tail} them)")
 
 
 def _kept_off(p: PassView, e: Entry, res: Reservation, code: str) -> str:
     assert e.rank is not None  # unallocated work may always use reserved nodes (Holds.blocker)
     c = e.workload.contract
     nodes = sorted(res.nodes)
-    where = f"{', '.join(nodes)} {'is' if len(nodes) == 1 else 'are'}"
-    if code == "hold":
-        return (f"{where} held for {res.holder} (budget {res.leaf} rank {res.rank}), which no running "
-                f"work it may preempt can make room for, so it waits for running work there to end; "
-                f"only unallocated work may start there meanwhile (funded work would be protected "
-                f"by its min runtime, {format_duration(c.min_runtime_s)} for this one, and delay it)")
     if code == "rank":
         why = f"budget {e.leaf} rank {e.rank} does not rank below {res.holder}'s (rank {res.rank})"
     elif code == "protected":

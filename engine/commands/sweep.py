@@ -183,8 +183,9 @@ def run(args: argparse.Namespace) -> int:
     progress.finish()
     walls = [s.pop("wall_s") for s in got]
     records = [s.pop("record") for s in got]
-    files = the_files(args, grid)
-    doc = document(grid, got, files, args.set, knob_note(args, grid, files))
+    places = written_places(args, grid)
+    files = the_files(grid, overrides, places)
+    doc = document(grid, got, files, args.set, knob_note(args.set, grid, files, places, overrides[0]))
     paths = write(doc, Path(out), pictures=not args.no_pictures)
     paths += [runrecord.write(Path(out) / point_dir(i), rec) for i, rec in enumerate(records)]
     if args.format == "json":
@@ -222,30 +223,39 @@ def point_dir(index: int) -> str:
     return f"point-{index + 1}"
 
 
-def the_files(args: argparse.Namespace, grid: list[list[tuple[str, str]]]) -> list[bool]:
-    """Per point: are its values those the policy file writes (read as YAML, as given)? Its
-    column is then marked ``(file)``; none is where the file leaves a knob to its default."""
-    from engine.loader import policy_values
-
-    knobs = [k for k, _ in grid[0]]
-    written = policy_values(args.root, args.rev, knobs)
-    return [all(k in written and knob_values([f"{k}={v}"])[k] == written[k] for k, v in point)
-            for point in grid]
-
-
-def knob_note(args: argparse.Namespace, grid: list[list[tuple[str, str]]], files: list[bool]) -> str:
-    """Where the runs' knob values come from, said under the heading: the value the policy
-    file writes for each swept knob, at its line, and the column it is (``files``: marked
-    ``(file)``); each knob ``--set`` gave every run instead of the file's value (the file's, at
-    its line, or that the file leaves it to its default); the file for every other knob."""
+def written_places(args: argparse.Namespace,
+                   grid: list[list[tuple[str, str]]]) -> dict[str, tuple[Any, str, int]]:
+    """What the policy file writes for the swept knobs and those ``--set`` gives, each with
+    where (:func:`engine.loader.policy_places`): the policy files read once for
+    :func:`the_files` and :func:`knob_note`."""
     from engine.loader import policy_places
+
+    given = [item.partition("=")[0].strip() for item in args.set]
+    return policy_places(args.root, args.rev, list(dict.fromkeys([*(k for k, _ in grid[0]), *given])))
+
+
+def the_files(grid: list[list[tuple[str, str]]], overrides: list[dict[str, object]],
+              places: dict[str, tuple[Any, str, int]]) -> list[bool]:
+    """Per point: are its values (in ``overrides``, read as YAML, as given) those the policy
+    file writes (``places``)? Its column is then marked ``(file)``; none is where the file
+    leaves a knob to its default."""
+    return [all(k in places and mine[k] == places[k][0] for k, _ in point)
+            for point, mine in zip(grid, overrides)]
+
+
+def knob_note(settings: list[str], grid: list[list[tuple[str, str]]], files: list[bool],
+              places: dict[str, tuple[Any, str, int]], values: dict[str, object]) -> str:
+    """Where the runs' knob values come from, said under the heading: the value the policy
+    file writes for each swept knob, at its line (``places``), and the column it is
+    (``files``: marked ``(file)``); each knob ``--set`` (``settings``, read as ``values``) gave
+    every run instead of the file's value (the file's, at its line, or that the file leaves it
+    to its default); the file for every other knob."""
 
     def shown(value: Any) -> str:
         return value if isinstance(value, str) else json.dumps(value)
 
     knobs = [k for k, _ in grid[0]]
-    given = {item.partition("=")[0].strip(): item.partition("=")[2] for item in args.set}
-    places = policy_places(args.root, args.rev, [*knobs, *given])
+    given = {item.partition("=")[0].strip(): item.partition("=")[2] for item in settings}
     written = [f"{k}: {shown(places[k][0])} ({places[k][1]}:{places[k][2]})" for k in knobs if k in places]
     left = [k for k in knobs if k not in places]
     swept = (([f"the policy file writes {' and '.join(written)}"] if written else [])
@@ -258,9 +268,8 @@ def knob_note(args: argparse.Namespace, grid: list[list[tuple[str, str]]], files
             parts.append(f"{knob}: {text} from --set in every run (the file leaves it to its default)")
             continue
         value, file, line = places[knob]
-        same = knob_values([f"{knob}={text}"])[knob] == value
         parts.append(f"{knob}: {text} from --set in every run, " + (
-            f"the file's value too ({file}:{line})" if same else
+            f"the file's value too ({file}:{line})" if values[knob] == value else
             f"not the file's {shown(value)} ({file}:{line})"))
     return "knobs: " + "; ".join([*parts, "every other knob as the policy file has it"])
 

@@ -83,7 +83,7 @@ def test_two_knobs_every_combination_in_one_table(tmp_path, capsys):
     # sweep.png joins one knob's values by a line, never the combinations of two (no trend)
     import matplotlib.axes
 
-    from engine.commands.sweep import plot
+    from engine.commands.sweepreport import plot
 
     styles: list[str] = []
     real = matplotlib.axes.Axes.plot

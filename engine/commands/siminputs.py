@@ -197,7 +197,8 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     from engine.loader import load_config
     from engine.sim.importers import BUNDLED, load_trace
     from engine.sim.clusters import with_clusters
-    from engine.sim.prepare import cut, derive_tree, leaf_names, prepare_trace
+    from engine.sim.owners import derive_tree, leaf_names
+    from engine.sim.prepare import cut, prepare_trace
     from engine.sim.synthetic import synthetic_trace
 
     # every flag checked before any is refused, so one run shows all their problems

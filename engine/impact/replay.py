@@ -17,7 +17,7 @@ so the trace is prepared once per side from the *same* owner-to-leaf mapping:
 3. the owner-to-leaf mapping is the one given (``--mapping``), else the bundled trace's own
    ``mapping.yaml`` when every leaf it names exists in the base tree (as ``allot simulate``),
    else derived from the window against the *base* tree
-   (:func:`engine.sim.prepare.derive_mapping`); owners whose leaf does not exist in the head
+   (:func:`engine.sim.owners.derive_mapping`); owners whose leaf does not exist in the head
    run there as unfunded work (the report says so);
 4. contracts are assigned per side with that side's policy (a min-runtime cap change changes
    the contracts, as it would in the cluster); the draws are keyed by task id, so a task keeps
@@ -219,8 +219,8 @@ def _funded_in(mapping: dict[str, str | None] | None, leaves: set[str], side: st
 
 def prepare_replay(base: Config, head: Config, spec: ReplaySpec) -> Prepared:
     """The inputs of both replays (steps 1-4 of the module docstring)."""
-    from engine.sim.prepare import (capacity, compress, derive_mapping, load_mapping,
-                                    prepare_trace)
+    from engine.sim.owners import derive_mapping, load_mapping
+    from engine.sim.prepare import capacity, compress, prepare_trace
 
     raw = load_replay_trace(spec)
     window, factor = window_for(raw, capacity(base), spec)

@@ -25,7 +25,7 @@ Traces (``engine.sim.trace``, ``engine.sim.importers``)::
         # or ("generic" fmt) any CSV with a column mapping {field: column}
     save_trace(trace, path)                                        # .csv or .jsonl
 
-Preparing a trace for a config (``engine.sim.prepare``)::
+Preparing a trace for a config (``engine.sim.prepare``; owners to leaves: ``engine.sim.owners``)::
 
     prepare_trace(trace, config, *, mapping=None, rules=ContractRules(),
                   demand_ratio_target=None, seed=0) -> Trace
@@ -106,8 +106,9 @@ from engine.sim.engine import SimOptions, simulate  # noqa: E402
 from engine.sim.experiment import Experiment, run_experiment  # noqa: E402
 from engine.sim.importers import load_trace  # noqa: E402
 from engine.sim.clusters import with_clusters  # noqa: E402
+from engine.sim.owners import derive_mapping, derive_tree, load_mapping  # noqa: E402
 from engine.sim.prepare import (ContractRules, compression_for_ratio, cut, demand_ratio,  # noqa: E402
-                                derive_mapping, derive_tree, load_mapping, prepare_trace)
+                                prepare_trace)
 from engine.sim.result import Event, Segment, SimResult, TaskRecord  # noqa: E402
 from engine.sim.schedulers import Scheduler, get_scheduler  # noqa: E402
 from engine.sim.synthetic import synthetic_trace  # noqa: E402

@@ -65,7 +65,8 @@ def capture(case: str, from_day: float, passes: int, every: int,
     from engine.sim import engine as sim_engine
     from engine.sim.engine import SimOptions, simulate
     from engine.sim.clusters import with_clusters
-    from engine.sim.prepare import capacity, compress, load_mapping, prepare_trace
+    from engine.sim.owners import load_mapping
+    from engine.sim.prepare import capacity, compress, prepare_trace
 
     cfg = with_clusters(load_config(), "h100")
     if case == "synthetic":

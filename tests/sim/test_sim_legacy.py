@@ -19,7 +19,8 @@ from engine.sim.baselines import legacy
 from engine.sim.baselines.placement import FreeMap, drain_actions
 from engine.sim.engine import simulate
 from engine.sim.schedulers import get_scheduler
-from engine.sim.prepare import derive_tree, prepare_trace
+from engine.sim.owners import derive_tree
+from engine.sim.prepare import prepare_trace
 from engine.sim.trace import Task, Trace
 from engine.sim.synthetic import synthetic_trace
 from engine.loader import load_config

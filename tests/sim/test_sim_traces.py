@@ -14,9 +14,9 @@ import pytest
 
 from engine.errors import UserError
 from engine.sim.importers import gang_shape, load_trace
+from engine.sim.owners import derive_mapping, derive_tree, leaf_names, load_mapping
 from engine.sim.prepare import (ContractRules, assign_contract, compress, compression_for_ratio,
-                                demand_ratio, derive_mapping, derive_tree, leaf_names, load_mapping,
-                                prepare_trace)
+                                demand_ratio, prepare_trace)
 from engine.sim.clusters import with_clusters
 from engine.sim.trace import NodeFailure, Task, Trace, read_trace_file, save_trace
 from tests.sim.conftest import tiny_config
@@ -290,7 +290,7 @@ def test_cluster_flag_refusals():
 
 
 def test_trace_and_mapping_files_that_are_not_text_say_so(tmp_path):
-    from engine.sim.prepare import load_mapping
+    from engine.sim.owners import load_mapping
 
     (tmp_path / "t.csv").write_bytes(b"id,submit,gpus,runtime,owner\n1,0,1,60,\xff\n")
     (tmp_path / "t.csv.gz").write_bytes(b"not gzip data")

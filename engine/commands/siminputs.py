@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from engine.durations import approx_duration, parse_duration
 from engine.errors import Problem, UserError
 
 if TYPE_CHECKING:
-    from engine.model import Config
     from engine.sim.options import SimOptions
-    from engine.sim.trace import Trace
 
 
 class Defaults(TypedDict):
@@ -198,7 +196,7 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
     from engine.sim.importers import BUNDLED, load_trace
     from engine.sim.clusters import with_clusters
     from engine.sim.owners import derive_tree, leaf_names
-    from engine.sim.prepare import cut, prepare_trace
+    from engine.sim.prepare import cut, placed_and_prepared, prepare_trace
     from engine.sim.synthetic import synthetic_trace
 
     # every flag checked before any is refused, so one run shows all their problems
@@ -263,23 +261,6 @@ def build_experiment_inputs(args: argparse.Namespace, overrides: dict[str, objec
         mapping = str(BUNDLED[args.trace][1].parent / "mapping.yaml")
     return config, placed_and_prepared(trace, config, mapping=mapping, seed=args.seed,
                                        demand_ratio_target=ratio or None)
-
-
-def placed_and_prepared(trace: Trace, config: Config, **how: Any) -> Trace:
-    """``trace`` prepared for ``config`` (:func:`~engine.sim.prepare.prepare_trace`, with
-    ``how``), once nothing in it names a place the configuration lacks
-    (:func:`~engine.sim.clusters.unknown_places`): the problems of both at once."""
-    from engine.sim.clusters import unknown_places
-    from engine.sim.prepare import prepare_trace
-
-    problems = unknown_places(trace, config)
-    try:
-        prepared = prepare_trace(trace, config, **how)
-    except UserError as err:
-        problems += err.problems
-    if problems:
-        raise UserError(problems)
-    return prepared
 
 
 def synthetic_shortfall(meta: dict, args: argparse.Namespace) -> str:

@@ -33,6 +33,8 @@ Preparing a trace for a config (``engine.sim.prepare``; owners to leaves: ``engi
         # without them, time compression to reach the offered demand ratio on config's capacity.
     ContractRules(debug_max_runtime_s=900, resumable_share=0.5, unfunded_share=0.1,
                   large_gpus=64, long_resumable=True)
+    placed_and_prepared(trace, config, **how) -> Trace             # prepare_trace, refused (with
+        # its own problems) when the trace names a cluster or node the config lacks
     load_mapping(path) -> dict[owner, leaf|None];  derive_mapping(trace, tree) -> dict
     derive_tree(trace, shares="equal"|"demand") -> BudgetTree      # one leaf per owner (leaf_names)
     compression_for_ratio(trace, capacity_gpus, ratio) -> float;  demand_ratio(trace, gpus)

@@ -37,7 +37,7 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -259,6 +259,22 @@ def prepare_trace(trace: Trace, config: Config, *, mapping: Mapping[str, str | N
                 "own rate), or use a smaller --cluster", "usage")])
         out = compress(out, factor)
     return out
+
+
+def placed_and_prepared(trace: Trace, config: Config, **how: Any) -> Trace:
+    """``trace`` prepared for ``config`` (:func:`prepare_trace`, with ``how``), once nothing in
+    it names a place the configuration lacks (:func:`~engine.sim.clusters.unknown_places`):
+    the problems of both at once."""
+    from engine.sim.clusters import unknown_places
+
+    problems = unknown_places(trace, config)
+    try:
+        prepared = prepare_trace(trace, config, **how)
+    except UserError as err:
+        problems += err.problems
+    if problems:
+        raise UserError(problems)
+    return prepared
 
 
 def cut(trace: Trace, start: float, end: float | None, warmup: float = 0.0) -> Trace:

@@ -68,8 +68,8 @@ def run_trace(config: Config, trace_ref: str, *, seed: int = 0, horizon: float |
     """Load ``trace_ref`` (bundled name or file), prepare it for ``config`` and simulate it
     (``scheduler`` as for :func:`default_simulation`); refused, as ``allot simulate`` refuses
     it, when it names a cluster or node the configuration lacks."""
-    from engine.commands.siminputs import placed_and_prepared
     from engine.sim.importers import load_trace
+    from engine.sim.prepare import placed_and_prepared
 
     trace = placed_and_prepared(load_trace(trace_ref), config, demand_ratio_target=demand_ratio, seed=seed)
     return simulate(config, trace, scheduler, seed=seed, horizon=horizon, progress=progress)

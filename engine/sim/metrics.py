@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -57,6 +57,9 @@ from engine.core.statuses import NO_TEAM
 from engine.sim.entitlement import entitlement, hourly_integral
 from engine.sim.prepare import capacity as config_capacity
 from engine.sim.trace import CLASSES
+
+if TYPE_CHECKING:
+    from engine.model import Config
 
 SUMMARY_KEYS = ("scheduler", "horizon_s", "measured_s", "tasks", "waits", "preemptions", "gpu_hours",
                 "occupancy", "unallocated_share", "demand_ratio", "entitlement", "teams",
@@ -134,11 +137,24 @@ class Metrics:
     waits_by_class: dict[str, np.ndarray]
 
 
+def node_gpus(config: Config) -> dict[str, int]:
+    """GPUs per node of the configuration's clusters, by node name."""
+    return {n: c.gpus_per_node for c in config.policy.clusters for n in c.node_names()}
+
+
+def out_of_service(result) -> list[tuple[str, float, float]]:
+    """Each node failure of ``result`` as (node, failed at, back at: its repair, or the
+    horizon when it was not repaired by then), in the order of ``result.failures``: the
+    nodes the healthy capacity leaves out."""
+    return [(node, failed, result.horizon if repaired is None else repaired)
+            for node, failed, _empty, repaired in result.failures]
+
+
 def _healthy_intervals(result, lo: float) -> dict[str, list[tuple[float, float]]]:
     """Per node, its out-of-service intervals clipped to the measured window [lo, horizon]."""
     out: dict[str, list[tuple[float, float]]] = {}
-    for node, failed, _empty, repaired in result.failures:
-        a, b = max(failed, lo), result.horizon if repaired is None else repaired
+    for node, failed, back in out_of_service(result):
+        a, b = max(failed, lo), back
         if b > a:
             out.setdefault(node, []).append((a, b))
     return out
@@ -155,7 +171,7 @@ def compute_metrics(result) -> Metrics:
     tree = result.config.tree
     hours = max(1, math.ceil(span / 3600.0 - 1e-9))
     cap_gpus = config_capacity(result.config)
-    gpn = {n: c.gpus_per_node for c in result.config.policy.clusters for n in c.node_names()}
+    gpn = node_gpus(result.config)
     down = _healthy_intervals(result, lo)
     recs = [r for r in result.tasks.values() if r.submit >= lo]  # submitted in the window
 

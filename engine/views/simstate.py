@@ -32,6 +32,7 @@ from engine.core.types import Placement, Running, Snapshot, as_run
 from engine.model import Config
 from engine.sim.apply import workload_of
 from engine.sim.engine import SimOptions, build_nodes, simulate
+from engine.sim.metrics import node_gpus, out_of_service
 from engine.sim.result import SimResult
 from engine.sim.schedulers import Scheduler
 from engine.views.state import Demand, Run, ViewState
@@ -100,7 +101,7 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
     config = result.config
     if options is None:  # (the run's own costs of a preemption)
         options = result.options
-    gpus = {n: c.gpus_per_node for c in config.policy.clusters for n in c.node_names()}
+    gpus = node_gpus(config)
     T = result.horizon if at is None else float(at)
     if T > result.horizon:
         raise ValueError(f"time {T} is after the simulation horizon {result.horizon}")
@@ -212,8 +213,8 @@ def state_from_sim(result: SimResult, at: float | None = None, *, keep_s: float 
               "measure_from": result.measure_from,  # (a warm-up's end: the report's window opens)
               # nodes out of service (failure to repair, or the horizon): [node, GPUs, from, to],
               # which the report's healthy capacity leaves out (engine.sim.metrics)
-              "down": [[node, gpus.get(node, 0), failed, result.horizon if repaired is None else repaired]
-                       for node, failed, _empty, repaired in result.failures],
+              "down": [[node, gpus.get(node, 0), failed, back]
+                       for node, failed, back in out_of_service(result)],
               "scheduler": result.scheduler, "expected": "exact runtimes from the trace",
               "cadence": result.options.cadence, "checkpoint_loss_s": result.options.checkpoint_loss_s,
               "restart_overhead_s": result.options.restart_overhead_s})

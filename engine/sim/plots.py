@@ -16,7 +16,9 @@
   :data:`~engine.core.statuses.WAIT_CAUSES` order), so a small team's causes read as well as
   a large one's; teams by effective share as in ``usage.png``, each labelled with its total
   and the share of its entitlement it was delivered (``*``: enough demand to count towards
-  "teams >= 95%").
+  "teams >= 95%"). A team that waited under 1% (:data:`FAINT_SHARE`) of the most any team
+  waited is drawn faded and hatched, its total in bold after "only" (the legend says so): a
+  full bar of 0.05 GPU-h does not read like one of hundreds.
 """
 
 from __future__ import annotations
@@ -224,6 +226,16 @@ def plot_waits(results: Sequence, path: Path) -> Path:
 
 
 CAUSE_COLORS = {cause: plt.get_cmap("Set2")(i) for i, cause in enumerate(WAIT_CAUSES)}
+# a team whose waiting GPU-hours are under this share of the most any team waited (in the
+# panel) is drawn faded and hatched: its bar is its own split, not an amount worth the width
+FAINT_SHARE = 0.01
+FAINT_ALPHA = 0.45
+FAINT_HATCH = "////"
+
+
+def _gpu_h(h: float) -> str:
+    """GPU-hours as a team's label says them: whole hours, two figures under ten (0.05)."""
+    return f"{h:,.0f}" if h >= 10 else f"{h:.2g}"
 
 
 def plot_waiting(results: Sequence, path: Path) -> Path | None:
@@ -243,25 +255,35 @@ def plot_waiting(results: Sequence, path: Path) -> Path | None:
         hours = {c: np.array([res.waiting.get(leaf, {}).get(c, 0.0) / 3600.0 for leaf in leaves])
                  for c in WAIT_CAUSES}
         total = np.sum(list(hours.values()), axis=0)
+        faint = total < FAINT_SHARE * total.max()
         left = np.zeros(len(leaves))
         for cause in WAIT_CAUSES:
             if hours[cause].any():
                 part = np.divide(hours[cause], total, out=np.zeros(len(leaves)), where=total > 0)
-                ax.barh(y, part, left=left, color=CAUSE_COLORS[cause], label=cause, height=0.7)
+                bars = ax.barh(y, part, left=left, color=CAUSE_COLORS[cause], label=cause, height=0.7)
+                for bar in (b for b, f in zip(bars, faint) if f):
+                    bar.set_alpha(FAINT_ALPHA)
+                    bar.set_hatch(FAINT_HATCH)
                 left += part
-        for yi, leaf, h in zip(y, leaves, total):
+        for yi, leaf, h, f in zip(y, leaves, total, faint):
             ratio = teams[leaf]["ratio"]
             got = "no entitlement" if ratio is None else f"{ratio:.0%} of entitlement"
-            ax.text(1.02, yi, f"{h:,.0f} GPU-h; {got}{'*' if teams[leaf]['enough_demand'] else ''}",
-                    va="center", fontsize=7)
+            ax.text(1.02, yi, f"{'only ' if f else ''}{_gpu_h(h)} GPU-h; {got}"
+                    f"{'*' if teams[leaf]['enough_demand'] else ''}", va="center", fontsize=7,
+                    fontweight="bold" if f else "normal")
         ax.set_yticks(y, [f"{leaf} ({config.tree.effective_share(leaf):.1%})" for leaf in leaves],
                       fontsize=7)
         ax.set_xlim(0, 1.6)  # room for the labels right of the bars
         ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25%", "50%", "75%", "100%"])
         ax.set_xlabel("share of the team's pending GPU-hours, by cause")
         ax.set_title(f"why work waited ({res.scheduler}); * enough demand", fontsize=9)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / len(leaves) - 0.08),
-                  ncol=len(WAIT_CAUSES), frameon=False)
+        handles, _ = ax.get_legend_handles_labels()
+        if faint.any():
+            handles.append(Patch(facecolor="grey", alpha=FAINT_ALPHA, hatch=FAINT_HATCH,
+                                 label=f"faded: waited under {FAINT_SHARE:.0%} of the most "
+                                       f"({_gpu_h(total.max())} GPU-h)"))
+        ax.legend(handles=handles, fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.5 / len(leaves) - 0.08), ncol=len(WAIT_CAUSES), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata=_META, bbox_inches="tight")
     plt.close(fig)

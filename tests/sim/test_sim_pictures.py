@@ -77,3 +77,35 @@ def test_usage_names_every_team_without_work_inside_the_figure(tmp_path, monkeyp
     assert all(n in text for n in names[1:])
     box = label.get_window_extent(fig.canvas.get_renderer())
     assert 0 <= box.x0 and box.x1 <= fig.bbox.width
+
+
+def test_waiting_draws_a_team_that_barely_waited_faded_with_its_small_total(tmp_path, monkeypatch):
+    """Team a waited 100 GPU-h, team b 0.05: both bars split their own waiting by cause (so
+    both span the axis), but b's is faded and hatched and its label says "only 0.05 GPU-h", so
+    it does not read like a's; the legend says what faded means."""
+    from types import SimpleNamespace
+
+    teams = {leaf: {"ratio": 1.0, "enough_demand": True} for leaf in ("a", "b")}
+    res = SimpleNamespace(config=tiny_config(), scheduler="budget", summary=lambda: {"teams": teams},
+                          waiting={"a": {"kept-off": 60 * 3600.0, "free-work": 40 * 3600.0},
+                                   "b": {"free-work": 0.05 * 3600.0}})
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    assert plots.plot_waiting([res], tmp_path / "waiting.png") == tmp_path / "waiting.png"
+    (fig,) = figures
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    row = {leaf: next(i for i, t in enumerate(labels) if t.startswith(f"{leaf} ")) for leaf in "ab"}
+    y = {leaf: ax.get_yticks()[i] for leaf, i in row.items()}
+    bars = {leaf: [p for p in ax.patches if abs(p.get_y() + p.get_height() / 2 - y[leaf]) < 1e-9]
+            for leaf in "ab"}
+    assert bars["a"] and bars["b"]
+    assert sum(p.get_width() for p in bars["b"]) == 1.0  # its own split, all free-work
+    assert all(p.get_alpha() is None and not p.get_hatch() for p in bars["a"])
+    assert all(p.get_alpha() is not None and p.get_alpha() < 1 and p.get_hatch() for p in bars["b"])
+    texts = {t.get_text().split(";")[0]: t for t in ax.texts}
+    assert texts["100 GPU-h"].get_fontweight() == "normal"
+    assert texts["only 0.05 GPU-h"].get_fontweight() == "bold"
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[:2] == ["kept-off", "free-work"]
+    assert legend[2].startswith("faded: waited under 1% of the most (100 GPU-h)")

@@ -124,6 +124,7 @@ def explain(state: ViewState, query: str) -> Explanation:
                 f"S/U={fmt_num(f.fairshare)}; served {order.index(f.node) + 1} of {len(order)}."),
                 {"level": depth, "node": f.node, "share": f.share, "usage": f.usage,
                  "fairshare": f.fairshare, "order": order.index(f.node) + 1}))
+        out += _above_share(state, w, leaf, r.share)
     if running is None and st.state == "pending":
         out += _ahead(state, w, leaf, st)
         out += _room(state, w, leaf)
@@ -209,6 +210,21 @@ def _ahead(state: ViewState, w, leaf: str | None, st) -> list[Statement]:
         out.append(Statement("ahead", f"... and work of {len(others) - MAX_AHEAD_LEAVES} more budgets.",
                              {"more_budgets": len(others) - MAX_AHEAD_LEAVES}))
     return out
+
+
+def _above_share(state: ViewState, w, leaf: str, share: float) -> list[Statement]:
+    """A workload larger than its budget's share of the cluster (its effective share of all
+    GPUs): whenever it runs its budget uses more than its share, so its rank falls while it
+    runs, and it can start only where that many GPUs come free at once."""
+    capacity = sum(n.gpus for n in state.snapshot.nodes)
+    gpus = w.contract.gpus
+    if not capacity or gpus <= share * capacity:
+        return []
+    return [Statement("size", (
+        f"Its {gpus} GPUs are more than budget {leaf}'s share of the cluster ({share:.3f} of "
+        f"{capacity} GPUs = {share * capacity:.1f}): while it runs the budget is charged faster "
+        f"than its share accrues, so its rank falls, and it can start only where {gpus} GPUs come free at once."),
+        {"gpus": gpus, "share_gpus": share * capacity, "capacity": capacity})]
 
 
 def _free_by_cluster(state: ViewState) -> dict[str, int]:

@@ -64,6 +64,16 @@ def test_every_statement_matches_the_decision(path: Path):
         assert rank.numbers["usage_gpu_s"] == lr.usage
         assert f"ranks {lr.rank} of {len(d.ranks)}" in rank.text
         assert f"metric {fmt_num(lr.metric)}" in rank.text
+        # a workload larger than its budget's share of the cluster is told so, and only then
+        item = state.workloads[wid]
+        gpus = getattr(item, "workload", item).contract.gpus
+        capacity = sum(n.gpus for n in state.snapshot.nodes)
+        sizes = by_topic.get("size", [])
+        assert len(sizes) == (gpus > lr.share * capacity), (wid, gpus, lr.share, capacity)
+        for s in sizes:
+            assert s.numbers == {"gpus": gpus, "share_gpus": lr.share * capacity, "capacity": capacity}
+            assert s.text.startswith(f"Its {gpus} GPUs are more than budget {st.leaf}'s share of the "
+                                     f"cluster ({lr.share:.3f} of {capacity} GPUs = ")
         levels = by_topic["level"]
         assert len(levels) == len(lr.levels)
         for s, f in zip(levels, lr.levels):

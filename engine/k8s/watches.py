@@ -4,9 +4,13 @@ A :class:`Watches` runs one thread per kind. Each lists the objects once (rememb
 *fingerprint* of each: what a pass reads of it), then watches from that list's
 resourceVersion; an event whose object's fingerprint changed, or a deletion, wakes the loop.
 A Job's fingerprint leaves out the reconciler's own explanation annotations
-(``marks.EXPLAIN_KEYS``), so its own writes do not wake it, and holds its pods' counts
-(``status.active``, ``status.terminating``: a preempted Job's pods that are gone free GPUs); a node's holds its labels,
-``unschedulable``, taints, allocatable and conditions. A watch that ends is resumed from the last
+(``marks.EXPLAIN_KEYS``), so its own writes do not wake it. It holds its pods' counts
+(``status.active``, ``status.terminating``) only where a pass counts its pods as holding GPUs:
+every Job but one admitted and still running (not suspended, ``state=running``, no ``Complete``
+or ``Failed`` condition), whose GPUs are its placement's. So a preempted, failed or unmanaged
+Job's pods that are gone wake the loop (they free GPUs), while an admitted Job's pods coming
+up do not wake it again. A node's fingerprint holds its labels, ``unschedulable``, taints,
+allocatable and conditions. A watch that ends is resumed from the last
 resourceVersion seen; a ``410 Gone`` relists (and wakes the loop: events may have been missed);
 an API error waits a second and retries. An object a lenient API server let through in a shape
 no fingerprint can read (annotations that are a list) counts as changed: it wakes the loop
@@ -25,15 +29,23 @@ from engine.k8s.client import ApiError, Gone, KubeClient, Watch
 log = logging.getLogger("allot.k8s.loop")
 
 
+_FINISHED = (("Complete", "True"), ("Failed", "True"))  # (type, status) of a finished Job
+
+
 def _job_fingerprint(obj: Mapping[str, Any]) -> tuple:
     meta = obj.get("metadata") or {}
-    ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in marks.EXPLAIN_KEYS}
+    annotations = meta.get("annotations") or {}
+    ann = {k: v for k, v in annotations.items() if k not in marks.EXPLAIN_KEYS}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     conds = tuple(sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []))
-    # (its pods' counts: a preempted Job's pods that finish terminating free their GPUs, which
-    # a pass should offer then rather than at the next resync)
-    pods = (status.get("active"), status.get("terminating"))
+    # its pods' counts, where a pass counts its pods as holding GPUs (observe: every Job but an
+    # admitted one still running): a preempted Job's pods that finish terminating free GPUs a
+    # pass should offer then rather than at the next resync; an admitted Job's pods coming up
+    # change nothing a pass reads (its GPUs are its placement's)
+    admitted = not spec.get("suspend") and annotations.get(marks.STATE) == "running" and \
+        not any(c in _FINISHED for c in conds)
+    pods = None if admitted else (status.get("active"), status.get("terminating"))
     return (spec.get("suspend"), spec.get("parallelism"), tuple(sorted((meta.get("labels") or {})
                                                                         .items())),
             tuple(sorted(ann.items())), conds, meta.get("deletionTimestamp") is not None, pods)

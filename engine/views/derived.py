@@ -7,7 +7,10 @@ What the dashboard draws and the CLI tables print, computed in one place:
   on budget) and, for leaves, the Fair Tree rank and the level factors; plus GPUs running and
   workloads pending now in its subtree;
 * :func:`queue_rows`: the pending queue in decision order with the metric that orders it
-  (rank of the leaf, then priority, then submit time; unallocated work last);
+  (rank of the leaf, then priority, then submit time; unallocated work last); a workload whose
+  contract was refused (``Workload.invalid``: a label that does not parse, a spec that cannot
+  be read) has none in force, so its contract's terms (GPUs, shape, priority, min runtime,
+  resumable) are ``None`` rather than the placeholder it is queued with;
 * :func:`running_rows`: running workloads with protection and expected end;
 * :func:`timeline`: the per-GPU timeline of the last ``hours`` (rows are GPUs, bars are runs);
 * :func:`cluster_rows`: GPUs per cluster, busy, free, unhealthy;
@@ -83,13 +86,15 @@ def queue_rows(state: ViewState, cluster: str | None = None, team: str | None = 
             continue
         if leaves is not None and leaves.isdisjoint(_team_leaves(st.leaf, c)):
             continue
+        refused = w.invalid is not None  # (no contract in force: its terms are a placeholder's)
         rows.append({
             "id": w.id, "position": st.queue_position, "state": st.state, "leaf": st.leaf,
             "requested_budget": c.requested_budget or c.budget, "rank": st.rank, "metric": num(st.metric),
-            "priority": c.priority, "submitted_at": w.submitted_at,
+            "priority": None if refused else c.priority, "submitted_at": w.submitted_at,
             "wait_s": state.now - max(w.submitted_at, queued_at.get(w.id, w.submitted_at)),
-            "gpus": c.gpus, "shape": shape_text(c), "cluster": c.cluster,
-            "min_runtime_s": c.min_runtime_s, "resumable": c.resumable, "owner": w.owner,
+            "gpus": None if refused else c.gpus, "shape": None if refused else shape_text(c),
+            "cluster": c.cluster, "min_runtime_s": None if refused else c.min_runtime_s,
+            "resumable": None if refused else c.resumable, "owner": w.owner,
             "reason": st.reason, "cause": causes.get(w.id),
         })
     rows.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["id"]))

@@ -5,14 +5,16 @@ quotes (``numbers``), taken from the decision itself (:class:`~engine.core.types
 statuses, :class:`~engine.core.types.LeafRank` and its level factors) and from the snapshot
 (free GPUs, protection ends). Tests check each statement's numbers against the decision.
 
-Topics, in order: ``status`` (the core's own reason), ``contract``, ``rank`` (the leaf's Fair
-Tree rank and metric), ``level`` (one per level of the leaf's path: share S among siblings,
-usage U as a fraction of the parent's usage, fair share S/U), ``ahead`` (pending: who is ahead
-in the queue and at which level of the tree their budget beats this one), ``threat`` (running:
-higher-ranked work waiting that may preempt it), ``protection`` (protected-until), ``room``
-(pending: free GPUs, preemptible GPUs now, and when protected GPUs become preemptible),
-``preemption`` (what it preempts or what preempted it, and why), ``history`` (earlier events
-known to the shell) and ``change`` (what the user can change; :mod:`engine.views.whatif`).
+Topics, in order: ``status`` (the core's own reason), ``contract`` (a workload whose contract
+was refused, ``Workload.invalid``, has none in force: its placeholder's terms are not quoted),
+``rank`` (the leaf's Fair Tree rank and metric), ``level`` (one per level of the leaf's path:
+share S among siblings, usage U as a fraction of the parent's usage, fair share S/U), ``ahead``
+(pending: who is ahead in the queue and at which level of the tree their budget beats this
+one), ``threat`` (running: higher-ranked work waiting that may preempt it), ``protection``
+(protected-until), ``room`` (pending: free GPUs, preemptible GPUs now, and when protected GPUs
+become preemptible), ``preemption`` (what it preempts or what preempted it, and why),
+``history`` (earlier events known to the shell) and ``change`` (what the user can change;
+:mod:`engine.views.whatif`).
 """
 
 from __future__ import annotations
@@ -139,6 +141,13 @@ def explain(state: ViewState, query: str) -> Explanation:
 
 def _contract(state: ViewState, w, leaf: str | None, note: str, refused: bool = False) -> Statement:
     c = w.contract
+    if w.invalid is not None:  # (its contract was refused: it has none, only a placeholder)
+        return Statement("contract", (
+            f"Contract: refused, never admitted as it is: {note}; it has no contract in force "
+            f"(no shape, min runtime, resumable or priority is read from it while it is "
+            f"refused); submitted {when(w.submitted_at, state.now)}."),
+            {"gpus": None, "min_runtime_s": None, "priority": None, "leaf": None,
+             "submitted_at": w.submitted_at})
     if refused:  # (not free work: it never runs as it is)
         money = f"refused, never admitted as it is: {note}"
     elif leaf is None:

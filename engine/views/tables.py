@@ -3,7 +3,8 @@
 :func:`table` aligns columns (numbers right, text left). :func:`queue_text` prints the ranked
 queue with the metric that orders it: the leaf's Fair Tree rank (the metric shown is the leaf's
 usage fraction over its effective share, 1.00 = on budget), then priority within the leaf, then
-submit time; unallocated work comes last, by submit time.
+submit time; unallocated work comes last, by submit time. A Job whose contract was refused shows
+``-`` for the terms it has none of (priority, GPUs, min runtime).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def queue_text(state: ViewState, rows: list[dict[str, Any]], cluster: str | None
         ("POS", "WORKLOAD", "BUDGET", "RANK", "METRIC", "PRIO", "GPUS", "MIN-RT", "WAITED", "STATE", "WHY"),
         [(r["position"], r["id"], r["leaf"] or f"({'refused' if r['state'] == 'rejected' else 'free'}) "
           f"{r['requested_budget'] or ''}".strip(), r["rank"],
-          metric_text(r["metric"]), r["priority"], r["gpus"], format_duration(r["min_runtime_s"]),
+          metric_text(r["metric"]), r["priority"], r["gpus"],
+          None if r["min_runtime_s"] is None else format_duration(r["min_runtime_s"]),
           ago(r["wait_s"]), r["state"], r["cause"] or "-") for r in rows])
     notes = "\n".join(f"note: {n}" for n in state.notes)
     return "\n".join(x for x in (head, body if rows else "(empty)", notes) if x)

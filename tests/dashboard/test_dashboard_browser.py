@@ -116,3 +116,37 @@ def test_team_totals_are_allot_usage_s(page, base_url, sim_state):
         assert sub.startswith(want), (leaf, sub, want)
         checked += rows[leaf]["entitled_gpu_h"] > 0
     assert checked > 3
+
+
+def test_a_refused_contract_shows_no_terms_in_the_queue(browser, sim_state):
+    """A Job whose contract was refused (a label that does not parse) has none in force: its
+    queue row reads (refused) and '-' for priority, GPUs and min runtime, not the placeholder's
+    0, 1 and 0s (nor the rows' null)."""
+    from dataclasses import replace
+
+    from engine.core.types import Contract
+    from engine.dashboard.app import serve
+
+    pending = sim_state.snapshot.pending[:4]
+    # (queued with a placeholder contract, as engine.k8s.jobs.parse_job gives a refused one)
+    bad = replace(pending[0], id="team-x/banana", contract=Contract(
+        budget=None, min_runtime_s=0.0, gpus_per_pod=1, pods=1),
+        invalid="allot.dev/min-runtime: cannot read duration 'banana'")
+    state = replace(sim_state, snapshot=replace(sim_state.snapshot, pending=(*pending, bad)))
+    assert state.decision.statuses[bad.id].state == "rejected"
+    server = serve(lambda: state, 0)
+    host, port = server.server_address[:2]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        _load(page, f"http://{host}:{port}")
+        cells = page.locator(f"#queue tr[data-job='{bad.id}'] td").all_inner_texts()
+        # POS, WORKLOAD, BUDGET, RANK, METRIC, PRIO, GPUS, MIN-RT, WAITED, STATE
+        assert cells[2].strip() == "(refused)" and cells[9] == "rejected"
+        assert cells[5:8] == ["-", "-", "-"], cells
+        assert errors == []
+    finally:
+        context.close()
+        server.shutdown()

@@ -95,3 +95,51 @@ def test_a_rejected_job_reads_as_refused_not_as_free_work(kube_emulator, kube_cl
         assert "(refused)" in row and "(free)" not in row
     finally:
         server.shutdown()
+
+
+def test_a_job_refused_for_a_bad_label_shows_why_and_no_invented_contract(
+        kube_emulator, kube_client, tmp_path, capsys):
+    # its contract was refused, so it has none: explain and queue said "priority 0", "min
+    # runtime 0" and "resumable" (the placeholder it is queued with) as if they were its terms
+    env = Env(kube_emulator, kube_client, tmp_path / "policy")
+    env.nodes(1)
+    env.submit(job("team-a", "banana", budget="team-a", min_runtime="banana", gpus=1))
+    env.submit(job("team-a", "prio", budget="team-a", min_runtime="1h", gpus=1,
+                   labels={"allot.dev/priority": "high"}))
+    rec = LiveRecorder()
+    r = env.reconciler()
+    r.listeners.append(rec.record)
+    assert r.run_pass().result.rejected == ["team-a/banana", "team-a/prio"]
+    server = serve(Metrics(), Health(), 0, host="127.0.0.1", app=rec.app)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for name, why in (("banana", "allot.dev/min-runtime: cannot read duration 'banana'"),
+                          ("prio", "allot.dev/priority: 'high' is not a whole number")):
+            assert main(["explain", name, "--url", url]) == 0
+            out = capsys.readouterr().out
+            assert out.startswith(f"team-a/{name}: rejected")
+            contract = next(line for line in out.splitlines() if "Contract:" in line)
+            assert f"refused, never admitted as it is: {why}" in contract
+            assert "no contract in force" in contract
+            assert "priority 0" not in contract and "1 GPU" not in contract
+            assert "resumable," not in contract and "min runtime of" not in contract
+            assert main(["explain", name, "--url", url, "--format", "json"]) == 0
+            statements = json.loads(capsys.readouterr().out)["statements"]
+            numbers = next(s["numbers"] for s in statements if s["topic"] == "contract")
+            assert numbers["priority"] is None and numbers["min_runtime_s"] is None
+            assert numbers["gpus"] is None and numbers["leaf"] is None
+        assert main(["queue", "--url", url]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        head = next(line for line in lines if line.startswith("POS"))
+        for name in ("banana", "prio"):
+            row = next(line for line in lines if f"team-a/{name}" in line)
+            cells = dict(zip(head.split(), row.split()))
+            assert cells["BUDGET"] == "(refused)" and cells["STATE"] == "rejected"
+            assert cells["PRIO"] == cells["GPUS"] == cells["MIN-RT"] == "-", row
+        assert main(["queue", "--url", url, "--format", "json"]) == 0
+        for row in json.loads(capsys.readouterr().out)["queue"]:
+            assert row["state"] == "rejected" and "allot.dev/" in row["reason"]
+            assert [row[k] for k in ("priority", "gpus", "shape", "min_runtime_s", "resumable")] \
+                == [None] * 5
+    finally:
+        server.shutdown()

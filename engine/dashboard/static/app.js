@@ -143,12 +143,14 @@ function renderQueue(s) {
       el("td", { class: "num", text: q.position === null ? "" : String(q.position) }),
       el("td", {}, el("a", { class: "job", href: "#", text: q.id })),
       el("td", {}, el("i", { class: "bar", style: `width:8px;background:${colorOf(q.leaf)}` }),
-        document.createTextNode(" " + (q.leaf || `(free) ${q.requested_budget || ""}`))),
+        document.createTextNode(" " + (q.leaf ||
+          `(${q.state === "rejected" ? "refused" : "free"}) ${q.requested_budget || ""}`))),
       el("td", { class: "num", text: q.rank === null ? "" : String(q.rank) }),
       el("td", { class: "num metric", text: fmt(q.metric) }),
-      el("td", { class: "num", text: String(q.priority) }),
-      el("td", { class: "num", text: String(q.gpus) }),
-      el("td", { class: "num", text: dur(q.min_runtime_s) }),
+      // (a refused contract has no terms: null, shown as "-")
+      el("td", { class: "num", text: q.priority === null ? "-" : String(q.priority) }),
+      el("td", { class: "num", text: q.gpus === null ? "-" : String(q.gpus) }),
+      el("td", { class: "num", text: q.min_runtime_s === null ? "-" : dur(q.min_runtime_s) }),
       el("td", { class: "num", text: dur(q.wait_s) }),
       el("td", { text: q.cause ? `${q.state} (${q.cause})` : q.state }));
     tr.addEventListener("click", (ev) => { ev.preventDefault(); $("#job").value = q.id; explain(q.id); });

@@ -20,8 +20,9 @@ workload is reported at once):
 * priority: integer 0..1000000, orders work inside one leaf only; default 0;
 * GPUs per pod (>= 1) and pod count (>= 1, a gang): from the labels, or from the
   ``gpus_per_pod`` / ``pods`` arguments (what the pod specs request); if both are given
-  they must agree; pods that request no GPUs (``gpus_per_pod=0``) are refused even with
-  the label, which cannot give them any;
+  they must agree (a refusal names the field that gives ``pods`` when the caller says which:
+  ``pods_from``, a Job's ``spec.parallelism``); pods that request no GPUs (``gpus_per_pod=0``)
+  are refused even with the label, which cannot give them any;
 * cluster: optional, must name a cluster of the policy.
 
 Unallocated work keeps ``min_runtime_s`` as written but ``Contract.allocated`` is False, so it
@@ -70,16 +71,24 @@ def _positive_int(key: str, text: str, upper: int) -> int:
     return value
 
 
-def _count(key: str, meta: Mapping[str, str], given: int | None, what: str) -> int:
+def _count(key: str, meta: Mapping[str, str], given: int | None, what: str,
+           source: str | None = None) -> int:
+    """The count ``key`` gives, checked against ``given`` (what the workload requests; ``source``
+    names the field that gives it, for the refusal to say what to change)."""
     text = meta.get(key)
     if text is None or text == "":
         if given is None:
             return 1
         if given < 1:
-            raise ContractError(f"{what} must be at least 1, got {given}")
+            raise ContractError(f"{what} must be at least 1, got {given}" + (
+                f" from {source}; set {source} to 1 or more" if source else ""))
         return int(given)
     value = _positive_int(key, text, 100_000)
     if given is not None and given != value:
+        if source:
+            raise ContractError(f"{key}: label says {value} but {source} is {given}; make them "
+                                f"agree: set {source} to {value} or the label to {given} (or "
+                                f"remove the label)")
         raise ContractError(f"{key}: label says {value} but the workload requests {given}; "
                             f"make them agree (or remove the label)")
     return value
@@ -91,10 +100,13 @@ def _hint_for(name: str, candidates: Iterable[str]) -> str:
 
 
 def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], config: Config,
-                   gpus_per_pod: int | None = None, pods: int | None = None) -> Contract:
+                   gpus_per_pod: int | None = None, pods: int | None = None,
+                   pods_from: str | None = None) -> Contract:
     """Parse and check a contract; raise :class:`ContractError` with the precise reason, every
     broken label at once (numbered when there are several), so one resubmission can fix them
-    all. A label that fails its check is not read further (its value is not checked twice)."""
+    all. A label that fails its check is not read further (its value is not checked twice).
+    ``pods_from`` names the field that gives ``pods`` (a Job's ``spec.parallelism``): a refusal
+    of the pod count says to change it."""
     labels = config.policy.labels
     policy = config.policy
     tree = config.tree
@@ -162,7 +174,7 @@ def parse_contract(meta: Mapping[str, str], submitter: Iterable[Principal], conf
         except ContractError as err:
             errors.append(str(err))
     try:
-        npods = _count(labels.pods, meta, pods, "pod count")
+        npods = _count(labels.pods, meta, pods, "pod count", pods_from)
     except ContractError as err:
         errors.append(str(err))
     cluster = meta.get(labels.cluster) or None

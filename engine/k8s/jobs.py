@@ -7,9 +7,11 @@
   namespace plus ``allot.dev/submitter`` (:mod:`engine.k8s.marks`). Its shape as Kubernetes runs
   it: GPUs per pod from the pod template's limits (requests when no limit; the largest init
   container's when that is more), pods from ``spec.parallelism`` (default 1, at most
-  ``spec.completions``). A refused contract, or a spec no validating API server would accept
-  (``parallelism: "abc"``, containers that are not a list), gives a workload whose
-  ``invalid`` says why: the Job is rejected with that reason, not read as something else.
+  ``spec.completions``); a pod count the contract refuses (an ``allot.dev/pods`` label that
+  disagrees, no pods) is said with the field to change. A refused contract, or a spec no
+  validating API server would accept (``parallelism: "abc"``, containers that are not a list),
+  gives a workload whose ``invalid`` says why: the Job is rejected with that reason, not read
+  as something else.
 * **GPU quantities** (:func:`gpu_quantity`) as Kubernetes reads quantities (``8``, ``1k``,
   ``2Ki``; a fraction rounds down; unreadable, negative or not finite: 0).
 * **When it finished** (:func:`finished_at`): its ``Complete`` or ``Failed`` condition.
@@ -102,8 +104,10 @@ def _count(spec: Obj, key: str) -> int | None:
     return value
 
 
-def _job_shape(job: Obj, resource: str) -> tuple[int, int]:
-    """(GPUs per pod, pods at once) of a Job; :class:`_Unreadable` names what cannot be read."""
+def _job_shape(job: Obj, resource: str) -> tuple[int, int, str]:
+    """(GPUs per pod, pods at once, the field that gives the pods: ``spec.parallelism``, or
+    ``spec.completions`` when it is fewer) of a Job; :class:`_Unreadable` names what cannot be
+    read."""
     spec = job.get("spec")
     if not isinstance(spec, dict):
         raise _Unreadable("spec is not a mapping")
@@ -112,10 +116,10 @@ def _job_shape(job: Obj, resource: str) -> tuple[int, int]:
     if not isinstance(pod_spec, dict) or not isinstance(pod_spec.get("containers"), list):
         raise _Unreadable("spec.template.spec.containers is not a list of containers")
     parallelism, completions = _count(spec, "parallelism"), _count(spec, "completions")
-    pods = 1 if parallelism is None else parallelism
-    if completions is not None:  # (never more pods at once than completions)
-        pods = min(pods, completions)
-    return pod_spec_gpus(pod_spec, resource), pods
+    pods, field = 1 if parallelism is None else parallelism, "spec.parallelism"
+    if completions is not None and completions < pods:  # (never more pods at once than completions)
+        pods, field = completions, "spec.completions"
+    return pod_spec_gpus(pod_spec, resource), pods, field
 
 
 def _condition_time(job: Obj, types: Iterable[str]) -> float | None:
@@ -142,10 +146,11 @@ def parse_job(job: Obj, config: Config) -> Workload:
     annotations = meta.get("annotations") or {}
     ns = meta.get("namespace", "")
     try:
-        gpus_per_pod, pods = _job_shape(job, config.policy.node_labels.gpu_resource)
+        gpus_per_pod, pods, pods_from = _job_shape(job, config.policy.node_labels.gpu_resource)
         unreadable = None
     except _Unreadable as err:
-        gpus_per_pod, pods, unreadable = 0, 1, f"the Job cannot be read: {err}; fix the Job"
+        gpus_per_pod, pods, pods_from = 0, 1, "spec.parallelism"
+        unreadable = f"the Job cannot be read: {err}; fix the Job"
     submitter: tuple[Principal, ...] = (Principal("namespace", ns),) + marks.parse_submitter(
         annotations.get(marks.SUBMITTER))
     users = [p.name for p in submitter if p.kind == "user"]
@@ -158,7 +163,7 @@ def parse_job(job: Obj, config: Config) -> Workload:
         if unreadable is not None:
             raise ContractError(unreadable)
         contract = parse_contract(merged, submitter, config, gpus_per_pod=gpus_per_pod,
-                                  pods=pods)
+                                  pods=pods, pods_from=pods_from)
         return Workload(wid, contract, submitted, owner=owner)
     except ContractError as err:
         placeholder = Contract(budget=None, min_runtime_s=0.0, gpus_per_pod=max(gpus_per_pod, 1),

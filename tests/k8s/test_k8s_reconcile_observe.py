@@ -317,6 +317,28 @@ def test_gpus_and_pods_are_counted_as_kubernetes_runs_them(config):
     assert parse_job(init, config).contract.gpus_per_pod == 8
 
 
+def test_a_pod_count_refused_names_the_field_to_change(config):
+    """The gang-size label disagrees with the pods Kubernetes would run: the reason names
+    spec.parallelism (or spec.completions when that is fewer) and what to set, not "the
+    workload requests"."""
+    from engine.k8s.jobs import parse_job
+
+    gang = job("team-a", "gang", budget="team-a", min_runtime="1h", gpus=8, pods=2,
+               labels={"allot.dev/pods": "4"})
+    assert parse_job(gang, config).invalid == (
+        "allot.dev/pods: label says 4 but spec.parallelism is 2; make them agree: set "
+        "spec.parallelism to 4 or the label to 2 (or remove the label)")
+    gang["spec"]["parallelism"] = 4  # (completions stays 2: two pods at once)
+    assert parse_job(gang, config).invalid == (
+        "allot.dev/pods: label says 4 but spec.completions is 2; make them agree: set "
+        "spec.completions to 4 or the label to 2 (or remove the label)")
+    none = job("team-a", "none", budget="team-a", min_runtime="1h", gpus=8)
+    none["spec"]["parallelism"] = 0
+    assert parse_job(none, config).invalid == (
+        "pod count must be at least 1, got 0 from spec.parallelism; set spec.parallelism to 1 or "
+        "more")
+
+
 def test_a_job_whose_pods_request_no_gpus_is_rejected_not_admitted_as_one_gpu(config):
     """Its pods would run without GPUs on the node they are pinned to; with the
     gpus-per-pod label too (Kubernetes does not let the label add the request)."""

@@ -180,45 +180,6 @@ def test_watch_drives_passes_and_survives_a_drop_and_a_410(env, caplog):
     assert lease["spec"]["holderIdentity"] == ""
 
 
-def test_pods_that_finish_terminating_wake_the_loop():
-    # a preempted Job's pods hold their GPUs while they terminate (the grace period to
-    # checkpoint); its pod counts changing is when a pass should offer the GPUs, not the next
-    # resync (the emulator deletes pods at once, so the watch's fingerprint is asked directly)
-    from engine.k8s.watches import _job_fingerprint
-
-    suspended = {"metadata": {"name": "one"}, "spec": {"suspend": True},
-                 "status": {"active": 0, "terminating": 2}}
-    gone = {**suspended, "status": {"active": 0, "terminating": 0}}
-    assert _job_fingerprint(suspended) != _job_fingerprint(gone)
-    # not suspended but not admitted (held, or no managed Job at all): a pass counts its pods
-    # as other tenants' GPUs, so their counts still matter
-    started = {**gone, "spec": {"suspend": False}}
-    assert _job_fingerprint({**started, "status": {"active": 2}}) != _job_fingerprint(started)
-
-
-def test_an_admitted_jobs_pods_coming_up_do_not_wake_the_loop_again():
-    # admission already woke it (suspend and state changed); a running Job's GPUs are its
-    # placement's, so its pods starting (active 0 -> 8) change nothing a pass reads
-    from engine.k8s.watches import _job_fingerprint
-
-    meta = {"name": "one", "annotations": {"allot.dev/state": "running"}}
-    admitted = {"metadata": meta, "spec": {"suspend": False},
-                "status": {"active": 0, "terminating": 0}}
-    up = {**admitted, "status": {"active": 8, "terminating": 0}}
-    assert _job_fingerprint(admitted) == _job_fingerprint(up)
-    # preempted: suspended (still marked running until the pass rewrites it), its pods
-    # terminating, then gone: that frees their GPUs
-    preempted = {**admitted, "spec": {"suspend": True}, "status": {"active": 0, "terminating": 8}}
-    assert _job_fingerprint(preempted) != _job_fingerprint(up)
-    assert _job_fingerprint(preempted) != _job_fingerprint(
-        {**preempted, "status": {"active": 0, "terminating": 0}})
-    # failed while marked running: its pods that still terminate hold GPUs until they are gone
-    failed = {**admitted, "status": {"active": 0, "terminating": 8, "conditions": [
-        {"type": "Failed", "status": "True"}]}}
-    assert _job_fingerprint(failed) != _job_fingerprint(
-        {**failed, "status": {**failed["status"], "terminating": 0}})
-
-
 # ------------------------------------------------------------------------------ crashes
 
 

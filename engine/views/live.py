@@ -87,7 +87,8 @@ class LiveRecorder:
                                                      "preemptions": 0}
             alive = {w.id: w for w in snapshot.pending} | {r.workload.id: r.workload for r in snapshot.running}
             for wid, w in alive.items():
-                if wid not in self._demand:
+                # (a Job whose contract was refused asks for nothing: its contract is a placeholder)
+                if wid not in self._demand and w.invalid is None:
                     leaf = w.contract.budget if w.contract.allocated else None
                     self._demand[wid] = Demand(wid, leaf, w.submitted_at, None, w.contract.gpus)
             for wid in [k for k in self._demand if k not in alive]:

@@ -110,6 +110,8 @@ def test_a_job_refused_for_a_bad_label_shows_why_and_no_invented_contract(
     r = env.reconciler()
     r.listeners.append(rec.record)
     assert r.run_pass().result.rejected == ["team-a/banana", "team-a/prio"]
+    # nor do they count as demand (of anyone: the placeholder's GPUs are nobody's ask)
+    assert rec.state() is not None and rec.state().demand == []
     server = serve(Metrics(), Health(), 0, host="127.0.0.1", app=rec.app)
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:

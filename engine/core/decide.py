@@ -51,7 +51,7 @@ from engine.core.fairshare import rank_leaves
 from engine.core.ledger import rollup_usage
 from engine.core.eligibility import Eligibility
 from engine.core.placement import Layouts, Pool
-from engine.core.preemption import Victim, find_victims
+from engine.core.preemption import Victim, find_victims, progress_lost
 from engine.core.projection import Projection
 from engine.core.ranksums import RankSums
 from engine.core.queue import Entry, build_queue, near_numbers, queue_shapes
@@ -119,7 +119,8 @@ class _Pass:
         (many passes search none): until then no victim is gone."""
         if self._index is None:
             self._index = VictimIndex(_VICTIMS.victims(
-                self._prey, self.now, self.policy.preemption_grace_s, self.policy.debug))
+                self._prey, self.now, self.policy.preemption_grace_s, self.policy.debug,
+                self.policy.min_runtime_cap_s))
         return self._index
 
     def rate_of(self, assignments) -> float:
@@ -147,7 +148,8 @@ class _Pass:
                 if theirs is None:
                     theirs = texts[v.leaf] = leaf_text(self.ranks.get(v.leaf), self.n)
             reason = preempt_reason(w.id, mine, e.debug, e.leaf, e.rank, theirs,
-                                    v.running.protected_until, self.now, v.cost)
+                                    v.running.protected_until, self.now,
+                                    progress_lost(v.running, self.now, self.policy.preemption_grace_s))
             self.actions.append(Preempt(v.id, w.id, reason, requeue=True))
             self.preempted[v.id] = (w.id, reason)
             for n, g in v.on:

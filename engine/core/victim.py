@@ -19,7 +19,7 @@ class Victim:
     running: Running
     leaf: str | None  # the tree leaf it is charged to; None when unallocated
     rank: int  # its leaf's rank; (number of leaves + 1) when unallocated
-    cost: float  # GPU-seconds of progress lost if preempted now
+    cost: float  # progress lost if preempted now (GPU-s) + a size term (preemption.victim_cost)
     gpus: int = 0  # GPUs it holds (set by ``make_victim``)
     per_node: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
     debug: bool = False  # a debug workload (only the ordinary rule lets a debug preemptor take it)

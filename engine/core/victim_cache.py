@@ -18,7 +18,8 @@ A cache of a pure function: the list is the one ``make_victim`` and a sort would
 fields, same order; a record is rebuilt from the cost already computed to compare it), so
 decisions do not depend on it. Objects are recognised by identity
 (each remembered ``Running`` is kept alive, so its id is not reused meanwhile), for one debug
-rule and grace period at a time (a new one starts afresh). Bounded: cleared past ``limit``
+rule, grace period and min-runtime cap (the cost's size term) at a time (a new one starts
+afresh). Bounded: cleared past ``limit``
 entries.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from engine.core.preemption import lost_after, victim_at
+from engine.core.preemption import victim_at, victim_cost
 from engine.core.queue import is_debug
 from engine.core.types import Running
 from engine.core.victim import Victim
@@ -38,19 +39,19 @@ class VictimCache:
 
     def __init__(self, limit: int = 16384):
         self.limit = limit
-        self._rule: tuple[DebugRule, float] | None = None
+        self._rule: tuple[DebugRule, float, float] | None = None
         # id(running) -> (running, its last victim, that victim's sort key, and what its cost
         # is computed from: GPUs, start of its run, resumable)
         self.remembered: dict[int, tuple[Running, Victim, tuple, int, float, bool]] = {}
 
     def victims(self, prey: Iterable[tuple[Running, str | None, int]], now: float,
-                grace_s: float, rule: DebugRule) -> list[Victim]:
+                grace_s: float, rule: DebugRule, size_s: float = 0.0) -> list[Victim]:
         """``prey`` ((running, charged leaf or None, its leaf's rank) of the work past its
         protection) as victims at ``now``, in victim order. A running workload is a debug
         victim when it is charged to a leaf and its contract matches ``rule``."""
-        if self._rule != (rule, grace_s) or len(self.remembered) >= self.limit:
+        if self._rule != (rule, grace_s, size_s) or len(self.remembered) >= self.limit:
             self.remembered.clear()
-            self._rule = (rule, grace_s)
+            self._rule = (rule, grace_s, size_s)
         remembered = self.remembered
         keyed: list[tuple[tuple, Victim]] = []
         add = keyed.append
@@ -58,7 +59,7 @@ class VictimCache:
             hit = remembered.get(id(r))
             if hit is not None and hit[0] is r:
                 v, gpus, started, resumable = hit[1], hit[3], hit[4], hit[5]
-                cost = lost_after(gpus, started, resumable, now, grace_s)
+                cost = victim_cost(gpus, started, resumable, now, grace_s, size_s)
                 same = v.rank == rank and v.leaf == leaf
                 if same and v.cost == cost:
                     add((hit[2], v))
@@ -66,7 +67,7 @@ class VictimCache:
             else:
                 gpus, started = r.placement.gpus, r.started_at
                 resumable = r.workload.contract.resumable
-                cost = lost_after(gpus, started, resumable, now, grace_s)
+                cost = victim_cost(gpus, started, resumable, now, grace_s, size_s)
                 same = False
             if same:  # only the cost moved (the loss grows while the run goes on): a copy
                 v = v.costing(cost)

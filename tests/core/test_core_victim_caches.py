@@ -42,11 +42,11 @@ def _running(rnd: random.Random, k: int) -> Running:
     return Running(Workload(f"r{k:03d}", c, 0.0), Placement(on), start, start + c.min_runtime_s)
 
 
-def _fresh(prey, now: float, grace: float, rule: DebugRule) -> list[Victim]:
+def _fresh(prey, now: float, grace: float, rule: DebugRule, size: float) -> list[Victim]:
     return sorted((make_victim(r, leaf, rank, now, grace,
                                leaf is not None and r.workload.contract.gpus <= rule.max_gpus
                                and r.workload.contract.min_runtime_s <= rule.max_min_runtime_s
-                               and r.workload.contract.allocated)
+                               and r.workload.contract.allocated, size)
                    for r, leaf, rank in prey),
                   key=lambda v: (v.leaf is not None, v.cost, -v.rank, v.id))
 
@@ -60,22 +60,23 @@ def test_victim_cache_gives_the_built_and_sorted_victims():
     rnd = random.Random(11)
     cache = VictimCache(limit=30)
     running = [_running(rnd, k) for k in range(25)]
-    now, rule, grace = 1000.0, DebugRule(), 120.0
+    now, rule, grace, size = 1000.0, DebugRule(), 120.0, 28800.0
     reused = 0
     for step in range(200):
         if rnd.random() < 0.3:  # work ends and starts
             running[rnd.randrange(len(running))] = _running(rnd, 100 + step)
         now += rnd.choice([0.0, 60.0, 600.0])
-        if step % 50 == 49:  # another rule or grace period
-            rule, grace = rnd.choice([(DebugRule(max_gpus=2), grace), (rule, 300.0), (DebugRule(), 120.0)])
+        if step % 50 == 49:  # another rule, grace period or min-runtime cap (the size term)
+            rule, grace, size = rnd.choice([(DebugRule(max_gpus=2), grace, size), (rule, 300.0, size),
+                                            (DebugRule(), 120.0, 28800.0), (rule, grace, 3600.0)])
         ranks = {leaf: i for i, leaf in enumerate(rnd.sample(["A1", "A2", "B1"], 3), 1)}
         prey = [(r, leaf, ranks[leaf] if leaf else 4)
                 for r in running if now >= r.protected_until
                 for leaf in [r.workload.contract.budget if r.workload.contract.allocated
                              and rnd.random() < 0.95 else None]]
         before = {id(hit[1]) for hit in cache.remembered.values()}
-        got = cache.victims(prey, now, grace, rule)
-        assert _fields(got) == _fields(_fresh(prey, now, grace, rule))
+        got = cache.victims(prey, now, grace, rule, size)
+        assert _fields(got) == _fields(_fresh(prey, now, grace, rule, size))
         reused += sum(id(v) in before for v in got)
         assert len(cache.remembered) <= 30
     assert reused > 500  # (the cache is used: most victims are the same from pass to pass)

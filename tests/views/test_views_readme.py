@@ -43,8 +43,8 @@ def test_the_readme_sample_is_what_the_commands_print(capsys, tmp_path):
     state.write_text(_run(capsys, ["queue", "--format", "json", "--full"]))
     queue = json.loads(state.read_text())["views"]["queue"]
     shown = _sample()
-    assert list(shown) == ["allot explain syn-000631", "allot eta syn-000631"]
-    assert queue[2]["id"] == "syn-000631"  # "the third job in that queue"
+    assert list(shown) == ["allot explain syn-000582", "allot eta syn-000582"]
+    assert queue[2]["id"] == "syn-000582"  # "the third job in that queue"
     for command, statements in shown.items():
         printed = _run(capsys, command.split()[1:] + ["--state", str(state)]).splitlines()
         for statement in statements:

@@ -62,7 +62,7 @@ and a preemption's reason states the progress lost, not this cost.
 Cost of a set = (whether it touches allocated work, sum of allocated victims' cost, sum of
 unallocated victims' cost, count), compared in that order, so a set of unallocated victims
 always beats one that touches allocated work, even allocated work that would lose nothing
-(a resumable victim with no grace period costs 0).
+(a 1-GPU resumable victim with no grace period costs 0).
 
 Search (greedy, deterministic): victims are ordered unallocated first, then by cost, then
 worst leaf rank, then id. A workload that fits on one node looks at every node big enough

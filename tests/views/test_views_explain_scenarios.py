@@ -188,3 +188,39 @@ def test_times_in_an_earlier_preemption_s_reason_are_said_from_now():
               "(3h29m23s ago); estimated progress lost 0.5 GPU-h")
     assert _restated(reason, 43200.0) == reason.replace("t=4577 (3h29m23s ago)", "t=4577 (10h43m43s ago)")
     assert _restated("protected until t=50000 (in 1h)", 43200.0) == "protected until t=50000 (in 1h53m20s)"
+
+
+def test_the_size_statement_counts_every_node_and_a_gang_s_gpus_with_its_numbers():
+    """The "size" statement compares a workload's GPUs (all pods) with its budget's effective
+    share of every GPU of the snapshot, unhealthy nodes included (the oracle of
+    test_every_statement_matches_the_decision). Budget a: share 0.34 of 4 nodes x 8 = 32 GPUs
+    = 10.88 GPUs (n4 is unhealthy; the 24 healthy GPUs would give 8.16). A gang of 2 x 6 = 12
+    GPUs is above it and told so with the numbers, 10.88 shown as 10.9; a gang of 2 x 5 = 10
+    GPUs is not (it would be on the healthy GPUs alone)."""
+    data = {"budgets": {"a": 34, "b": 66},
+            "nodes": [{"name": f"n{i}"} for i in range(1, 4)] + [{"name": "n4", "healthy": False}],
+            "now": 100, "usage": {"a": 0, "b": 10 ** 6},
+            "running": [{"id": "theirs", "budget": "b", "min": "8h", "gpus": 8, "pods": 3,
+                         "at": {"n1": 8, "n2": 8, "n3": 8}, "started": 0}],
+            "pending": [{"id": "big", "budget": "a", "min": "1h", "gpus": 6, "pods": 2, "submitted": 50},
+                        {"id": "fits", "budget": "a", "min": "1h", "gpus": 5, "pods": 2, "submitted": 60}]}
+    snapshot, config, now = build_scenario(data)
+    state = ViewState("scenario", now, config, snapshot)
+    big = [s for s in explain(state, "big").statements if s.topic == "size"]
+    assert [s.text for s in big] == [
+        "Its 12 GPUs are more than budget a's share of the cluster (0.340 of 32 GPUs = 10.9): while "
+        "it runs the budget is charged faster than its share accrues, so its rank falls, and it can "
+        "start only where 12 GPUs come free at once."]
+    assert big[0].numbers == {"gpus": 12, "share_gpus": pytest.approx(10.88), "capacity": 32}
+    assert not [s for s in explain(state, "fits").statements if s.topic == "size"]
+
+
+def test_no_size_statement_without_gpus_in_the_snapshot():
+    """With no node (capacity 0) there is no share of the cluster to compare with: no workload
+    is said to be above it (0.34 x 0 GPUs would call every workload too large)."""
+    data = {"budgets": {"a": 34, "b": 66}, "nodes": [], "now": 100,
+            "pending": [{"id": "job", "budget": "a", "min": "1h", "gpus": 6, "submitted": 50}]}
+    snapshot, config, now = build_scenario(data)
+    got = explain(ViewState("scenario", now, config, snapshot), "job")
+    assert "rank" in [s.topic for s in got.statements]  # (it is charged to a ranked budget)
+    assert "size" not in [s.topic for s in got.statements]

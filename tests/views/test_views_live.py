@@ -145,3 +145,24 @@ def test_a_job_refused_for_a_bad_label_shows_why_and_no_invented_contract(
                 == [None] * 5
     finally:
         server.shutdown()
+
+
+def test_demand_is_every_job_with_a_contract_in_force_and_no_refused_one(kube_emulator, kube_client,
+                                                                         tmp_path):
+    """The live demand records each Job whose contract was read, funded (its budget's leaf) or
+    free (leaf None), with the GPUs it asks; a Job whose contract was refused (min-runtime
+    'banana') asks for nothing and is not recorded, though the pass sees it beside them."""
+    env = Env(kube_emulator, kube_client, tmp_path / "policy")
+    env.nodes(1)
+    env.submit(job("team-a", "banana", budget="team-a", min_runtime="banana", gpus=1))
+    env.submit(job("team-a", "funded", budget="team-a", min_runtime="1h", gpus=2))
+    env.submit(job("team-b", "free", gpus=3))  # (no budget label: unallocated work)
+    rec = LiveRecorder()
+    r = env.reconciler()
+    r.listeners.append(rec.record)
+    result = r.run_pass().result
+    assert result.rejected == ["team-a/banana"] and result.admitted == ["team-a/funded", "team-b/free"]
+    state = rec.state()
+    assert state is not None
+    assert sorted((d.workload, d.leaf, d.start, d.end, d.gpus) for d in state.demand) == [
+        ("team-a/funded", "team-a", T0, None, 2), ("team-b/free", None, T0, None, 3)]

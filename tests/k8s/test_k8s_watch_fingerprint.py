@@ -41,3 +41,35 @@ def test_an_admitted_jobs_pods_coming_up_do_not_wake_the_loop_again():
         {"type": "Failed", "status": "True"}]}}
     assert _job_fingerprint(failed) != _job_fingerprint(
         {**failed, "status": {**failed["status"], "terminating": 0}})
+
+
+def test_each_pod_count_of_a_job_not_admitted_wakes_the_loop_on_its_own():
+    # held (not suspended, not marked running): its pods are other tenants' GPUs to a pass, so
+    # either count moving alone (pods starting: active 0 -> 2; stopping: terminating 1 -> 0)
+    # is a change
+    held = {"metadata": {"name": "one"}, "spec": {"suspend": False},
+            "status": {"active": 0, "terminating": 1}}
+    assert _job_fingerprint(held) != _job_fingerprint({**held, "status": {"active": 2, "terminating": 1}})
+    assert _job_fingerprint(held) != _job_fingerprint({**held, "status": {"active": 0, "terminating": 0}})
+
+
+def test_a_finished_jobs_pods_count_whichever_way_it_finished():
+    # a Job marked running that is Complete (as Failed, above) is no longer counted by its
+    # placement: its pods that still terminate hold GPUs until they are gone
+    meta = {"name": "one", "annotations": {"allot.dev/state": "running"}}
+    complete = {"metadata": meta, "spec": {"suspend": False}, "status": {
+        "active": 0, "terminating": 2, "conditions": [{"type": "Complete", "status": "True"}]}}
+    assert _job_fingerprint(complete) != _job_fingerprint(
+        {**complete, "status": {**complete["status"], "terminating": 0}})
+
+
+def test_a_condition_that_is_not_true_does_not_make_a_job_finished():
+    # finished means a Complete or Failed condition whose status is "True" (jobs.finished_at);
+    # an admitted running Job with a Failed condition "False" is still counted by its
+    # placement: its pods coming up do not wake the loop
+    meta = {"name": "one", "annotations": {"allot.dev/state": "running"}}
+    conds = [{"type": "Failed", "status": "False"}, {"type": "Complete", "status": "False"}]
+    running = {"metadata": meta, "spec": {"suspend": False},
+               "status": {"active": 0, "terminating": 0, "conditions": conds}}
+    assert _job_fingerprint(running) == _job_fingerprint(
+        {**running, "status": {**running["status"], "active": 8}})

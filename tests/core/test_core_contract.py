@@ -102,6 +102,19 @@ def test_labels_and_pod_specs_must_agree():
         parse_contract(meta(pods="4"), NS, CONFIG, pods=2)
 
 
+def test_a_pod_count_refused_without_its_field_reads_as_before():
+    """``pods_from`` names the field that gives the pod count (a Job's spec.parallelism); a
+    caller that names none gets the messages that name no field: no pods at all is "at least
+    1, got 0", and a disagreeing label is said against what "the workload requests"."""
+    with pytest.raises(ContractError) as err:
+        parse_contract(meta(), NS, CONFIG, pods=0)
+    assert str(err.value) == "pod count must be at least 1, got 0"
+    with pytest.raises(ContractError) as err:
+        parse_contract(meta(pods="4"), NS, CONFIG, pods=2)
+    assert str(err.value) == ("allot.dev/pods: label says 4 but the workload requests 2; make them "
+                              "agree (or remove the label)")
+
+
 def test_every_broken_label_is_reported_at_once():
     """One resubmission can fix them all: the reason numbers each broken label, and a label
     that is not a valid label value is not also refused for its content."""

@@ -82,6 +82,26 @@ def test_victim_cache_gives_the_built_and_sorted_victims():
     assert reused > 500  # (the cache is used: most victims are the same from pass to pass)
 
 
+
+def test_a_victim_costs_its_progress_lost_plus_the_cap_per_gpu_it_holds_past_its_first():
+    """Cost = progress lost + (GPUs held - 1) x size_s (preemption.victim_cost), the GPUs
+    being those its placement holds (what it must find free at once to run again), not its
+    contract's (they differ when a running Job's spec.parallelism is edited: its contract is
+    read again, 2 pods x 4 GPUs, while it holds the 4 GPUs it was admitted with). Resumable,
+    running since t=0, at t=1000 with a 120 s grace and a cap of 28,800 s: 4 x 120 +
+    3 x 28,800 = 86,880 (with the contract's 8 GPUs: 8 x 120 + 7 x 28,800 = 202,560). Not
+    resumable: 4 x 1,000 + 3 x 28,800 = 90,400. The cache gives the same costs."""
+    from dataclasses import replace
+
+    c = Contract("A1", 600.0, gpus_per_pod=4, pods=2, resumable=True)
+    held = Running(Workload("r", c, 0.0), Placement((("n1", 4),)), 0.0, 600.0)
+    stuck = replace(held, workload=replace(held.workload, contract=replace(c, resumable=False)))
+    assert make_victim(held, "A1", 1, 1000.0, 120.0, False, 28800.0).cost == 86880.0
+    assert make_victim(stuck, "A1", 1, 1000.0, 120.0, False, 28800.0).cost == 90400.0
+    got = VictimCache().victims([(held, "A1", 1), (stuck, "A1", 1)], 1000.0, 120.0, DebugRule(), 28800.0)
+    assert [(v.running, v.cost, v.gpus) for v in got] == [(held, 86880.0, 4), (stuck, 90400.0, 4)]
+
+
 def test_kept_sums_give_the_bounds_of_fresh_sums():
     rnd = random.Random(5)
     kept = KeptSums(limit=3)

@@ -139,6 +139,19 @@ def finished_at(job: Obj) -> float | None:
     return when or marks.parse_time((job.get("status") or {}).get("completionTime"))
 
 
+def runs_on_its_placement(job: Obj) -> bool:
+    """Does a pass count this Job's GPUs by its placement? So for a Job the reconciler admitted
+    that still runs: not suspended, not finished, marked running with a placement and a start
+    it can read. A pass counts every other Job's pods as holding their nodes' GPUs
+    (:func:`engine.k8s.observe.observe`), so their pod counts matter to it
+    (:mod:`engine.k8s.watches`)."""
+    ann = meta_of(job).get("annotations") or {}
+    return (finished_at(job) is None and not (job.get("spec") or {}).get("suspend")
+            and ann.get(marks.STATE) == "running"
+            and marks.parse_placement(ann.get(marks.PLACEMENT)) is not None
+            and marks.parse_time(ann.get(marks.STARTED_AT)) is not None)
+
+
 def parse_job(job: Obj, config: Config) -> Workload:
     """The Job as a :class:`Workload`; a refused contract sets ``invalid`` to the reason."""
     meta = meta_of(job)

@@ -53,7 +53,7 @@ from typing import Iterable, Mapping
 from engine.core.types import NodeState, Placement, Running, Snapshot, Workload, as_run
 from engine.k8s import marks
 from engine.k8s.jobs import Obj, finished_at, gpu_quantity, is_managed, meta_of, parse_job, \
-    pod_spec_gpus, workload_id
+    pod_spec_gpus, runs_on_its_placement, workload_id
 from engine.model import Config
 
 
@@ -208,7 +208,8 @@ def _read_job(job: Obj, wid: str, config: Config, node_cluster: Mapping[str, str
             weight = billing_weight(placement, node_cluster, config, stored_weight)
             runs.append(Occupancy(wid, leaf, started, max(done, started), placement.gpus,
                                   weight))
-    elif not suspended and state == "running" and placement is not None and started is not None:
+    elif runs_on_its_placement(job):
+        assert placement is not None and started is not None  # (read alike by the predicate)
         kind = "running"
         contract = workload.contract
         known = leaf if leaf is not None and leaf in config.tree.nodes else None

@@ -6,8 +6,9 @@ resourceVersion; an event whose object's fingerprint changed, or a deletion, wak
 A Job's fingerprint leaves out the reconciler's own explanation annotations
 (``marks.EXPLAIN_KEYS``), so its own writes do not wake it. It holds its pods' counts
 (``status.active``, ``status.terminating``) only where a pass counts its pods as holding GPUs:
-every Job but one admitted and still running (not suspended, ``state=running``, no ``Complete``
-or ``Failed`` condition), whose GPUs are its placement's. So a preempted, failed or unmanaged
+every Job but one admitted and still running (not suspended, not finished, marked running
+with a placement and start that can be read: :func:`engine.k8s.jobs.runs_on_its_placement`,
+by which observe classifies Jobs too), whose GPUs are its placement's. So a preempted, failed or unmanaged
 Job's pods that are gone wake the loop (they free GPUs), while an admitted Job's pods coming
 up do not wake it again. A node's fingerprint holds its labels, ``unschedulable``, taints,
 allocatable and conditions. A watch that ends is resumed from the last
@@ -25,11 +26,9 @@ from typing import Any, Callable, Mapping
 
 from engine.k8s import marks
 from engine.k8s.client import ApiError, Gone, KubeClient, Watch
+from engine.k8s.jobs import runs_on_its_placement
 
 log = logging.getLogger("allot.k8s.loop")
-
-
-_FINISHED = (("Complete", "True"), ("Failed", "True"))  # (type, status) of a finished Job
 
 
 def _job_fingerprint(obj: Mapping[str, Any]) -> tuple:
@@ -39,13 +38,12 @@ def _job_fingerprint(obj: Mapping[str, Any]) -> tuple:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     conds = tuple(sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []))
-    # its pods' counts, where a pass counts its pods as holding GPUs (observe: every Job but an
-    # admitted one still running): a preempted Job's pods that finish terminating free GPUs a
-    # pass should offer then rather than at the next resync; an admitted Job's pods coming up
-    # change nothing a pass reads (its GPUs are its placement's)
-    admitted = not spec.get("suspend") and annotations.get(marks.STATE) == "running" and \
-        not any(c in _FINISHED for c in conds)
-    pods = None if admitted else (status.get("active"), status.get("terminating"))
+    # its pods' counts, where a pass counts its pods as holding GPUs (every Job but an admitted
+    # one still running: jobs.runs_on_its_placement, the predicate observe classifies by): a
+    # preempted Job's pods that finish terminating free GPUs a pass should offer then rather
+    # than at the next resync; an admitted Job's pods coming up change nothing a pass reads
+    # (its GPUs are its placement's)
+    pods = None if runs_on_its_placement(obj) else (status.get("active"), status.get("terminating"))
     return (spec.get("suspend"), spec.get("parallelism"), tuple(sorted((meta.get("labels") or {})
                                                                         .items())),
             tuple(sorted(ann.items())), conds, meta.get("deletionTimestamp") is not None, pods)

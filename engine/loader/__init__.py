@@ -35,7 +35,7 @@ from engine.loader.sources import Source, default_root, open_source, repo_root
 from engine.loader.yamlread import Document, parse
 from engine.model import BudgetTree, Config, TreeError
 
-__all__ = ["load_config", "load_source", "default_root", "repo_root", "policy_values", "policy_places"]
+__all__ = ["load_config", "load_source", "default_root", "repo_root", "policy_places"]
 
 
 def load_config(root: str | Path | None = None, rev: str | None = None,
@@ -115,17 +115,12 @@ def load_source(source: Source, overrides: Mapping[str, Any] | None = None) -> C
                   overrides=tuple(f"{k}={json.dumps(v)}" for k, v in knobs.items()))
 
 
-def policy_values(root: str | Path | None, rev: str | None, keys: list[str]) -> dict[str, Any]:
-    """The values the scheduling policy file at ``root`` (``rev``) writes for the dotted
-    ``keys`` (``placement.loans``), as parsed; a key the file leaves out (its default applies)
-    is not in the result. For showing which of several values is the file's: the file is
-    assumed valid (:func:`load_config` checks it)."""
-    return {key: value for key, (value, _, _) in policy_places(root, rev, keys).items()}
-
-
 def policy_places(root: str | Path | None, rev: str | None,
                   keys: list[str]) -> dict[str, tuple[Any, str, int]]:
-    """As :func:`policy_values`, each value with where the file writes it: (value, file, line)."""
+    """The values the scheduling policy file at ``root`` (``rev``) writes for the dotted
+    ``keys`` (``placement.loans``), as parsed, each with where: (value, file, line); a key the
+    file leaves out (its default applies) is not in the result. For showing which of several
+    values is the file's: the file is assumed valid (:func:`load_config` checks it)."""
     source = open_source(root, rev)
     found: dict[str, tuple[Any, str, int]] = {}
     for file in source.list_yaml("policies") if source.has_dir("policies") else []:

@@ -181,7 +181,7 @@ def test_progress_counts_the_runs_done_and_shows_those_going(capsys):
 def test_the_policy_files_value_is_marked(tmp_path, capsys):
     """The column whose value the policy file writes reads ``(file)``; a value written another
     way in YAML is still the file's (read as YAML); a knob the file leaves out marks none."""
-    from engine.loader import policy_values
+    from engine.loader import policy_places
 
     assert main([*_flags(tmp_path, "m"), "--sweep", "placement.reservationShare=0.250,1",
                  "--jobs", "1"]) == 0
@@ -189,8 +189,8 @@ def test_the_policy_files_value_is_marked(tmp_path, capsys):
     doc = json.loads((tmp_path / "m" / "sweep.json").read_text())
     assert [p["file"] for p in doc["points"]] == [True, False]
     assert "| measure | 0.250 (file) | 1 |" in (tmp_path / "m" / "sweep.md").read_text()
-    assert policy_values(ROOT, None, ["placement.reservationShare", "placement.nothing"]) == {
-        "placement.reservationShare": 0.25}
+    assert policy_places(ROOT, None, ["placement.reservationShare", "placement.nothing"]) == {
+        "placement.reservationShare": (0.25, "policies/scheduling.yaml", 37)}
 
 
 def test_a_smaller_sweep_into_the_same_out_leaves_no_column_of_the_earlier_one(tmp_path, capsys):

@@ -47,7 +47,7 @@ def build_trace(obs: Observation, now: float, window_s: float) -> Export:
         ann = view.annotations
         ran = _float(ann.get(marks.RUN_SECONDS))
         started = marks.parse_time(ann.get(marks.STARTED_AT))
-        done = finished_at(view.obj)
+        done = finished_at(view.obj, now)
         censored = True
         if done is not None:
             last = marks.RunRecord.parse(ann.get(marks.LAST_RUN))

@@ -122,21 +122,30 @@ def _job_shape(job: Obj, resource: str) -> tuple[int, int, str]:
     return pod_spec_gpus(pod_spec, resource), pods, field
 
 
-def _condition_time(job: Obj, types: Iterable[str]) -> float | None:
-    """Transition time of the first True condition among ``types``, or None."""
+def _condition_time(job: Obj, types: Iterable[str]) -> tuple[bool, float | None]:
+    """(whether a condition among ``types`` is True, the transition or else probe time of the
+    first such condition: None when it carries neither)."""
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") in types and cond.get("status") == "True":
-            return marks.parse_time(cond.get("lastTransitionTime")) or marks.parse_time(
-                cond.get("lastProbeTime")) or 0.0
-    return None
+            when = marks.parse_time(cond.get("lastTransitionTime"))
+            return True, when if when is not None else marks.parse_time(cond.get("lastProbeTime"))
+    return False, None
 
 
-def finished_at(job: Obj) -> float | None:
-    """When the Job completed or failed (None while it has not)."""
-    when = _condition_time(job, ("Complete", "Failed"))
-    if when is None:
+def finished_at(job: Obj, now: float | None = None) -> float | None:
+    """When the Job completed or failed; None while it has not (no True ``Complete`` or
+    ``Failed`` condition). The time is the condition's, else the status's ``completionTime``.
+    A finished Job that carries no time at all (a real API server always sets one) ended by
+    ``now``, the pass that sees it finished, so its last run is charged up to then, at most one
+    pass too long; without ``now`` (a caller that only asks *whether*) it reads 0.0."""
+    done, when = _condition_time(job, ("Complete", "Failed"))
+    if not done:
         return None
-    return when or marks.parse_time((job.get("status") or {}).get("completionTime"))
+    if when is None:
+        when = marks.parse_time((job.get("status") or {}).get("completionTime"))
+    if when is None:
+        return now if now is not None else 0.0
+    return when
 
 
 def runs_on_its_placement(job: Obj) -> bool:

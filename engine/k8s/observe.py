@@ -200,7 +200,7 @@ def _read_job(job: Obj, wid: str, config: Config, node_cluster: Mapping[str, str
     started = marks.parse_time(ann.get(marks.STARTED_AT))
     stored_weight = marks.number(ann.get(marks.WEIGHT), 1.0)
     leaf = ann.get(marks.LEAF) or None
-    done = finished_at(job)
+    done = finished_at(job, now)
     if done is not None:
         kind = "finished"
         if state == "running" and placement is not None and started is not None:

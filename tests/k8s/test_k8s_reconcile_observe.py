@@ -9,6 +9,7 @@ import pytest
 from engine.core.types import Placement
 from engine.k8s import marks
 from engine.k8s.apply import pin_affinity
+from engine.k8s.jobs import runs_on_its_placement
 from engine.k8s.observe import observe, unhealthy_because
 from engine.loader import load_config
 from engine.model import Principal
@@ -260,6 +261,22 @@ def test_finished_running_job_is_charged_to_its_end_and_leaves_the_snapshot(conf
     assert obs.finished == ("team-a/a",)
     (occ,) = obs.occupancy
     assert (occ.start, occ.end, occ.gpus) == (pytest.approx(T0, abs=1e-3), T0 + 600, 4)
+
+
+@pytest.mark.parametrize("status, end", [
+    ({"completionTime": marks.format_kube_time(T0 + 700)}, T0 + 700),  # the status's time
+    ({}, T0 + 900),  # no time anywhere: it ended by the pass that sees it finished
+])
+def test_finished_job_without_a_condition_time_is_finished(config, status, end):
+    # a True Complete condition that carries no lastTransitionTime or lastProbeTime still
+    # finishes the Job: it must leave the snapshot and be charged to an end, not run on
+    obj = running_job("a", start=T0, protected=T0 + 3600, placement="n1=4")
+    obj["status"] = {"conditions": [{"type": "Complete", "status": "True"}], **status}
+    assert not runs_on_its_placement(obj)
+    obs = observe([obj], [], [node("n1")], config, T0 + 900)
+    assert obs.snapshot.running == () and obs.finished == ("team-a/a",)
+    (occ,) = obs.occupancy
+    assert (occ.start, occ.end) == (pytest.approx(T0, abs=1e-3), pytest.approx(end, abs=1e-3))
 
 
 def test_preempted_job_is_pending_and_its_last_run_stays_chargeable(config):

@@ -84,7 +84,7 @@ Results (``engine.sim.result``, ``engine.sim.metrics``)::
         .decide_calls: int, .wall_s: float
         .measure_from: float              # end of the warm-up (0 without); metrics cover
                                           # [measure_from, horizon]; .charged_before: charges
-                                          # of the warm-up; .preempt_log: (time, GPU-s lost)
+                                          # of the warm-up; .preempt_log: (time, GPU-s lost, charged run)
         .truncated: bool                  # stopped by SimOptions.wall_limit_s
         .metrics() -> Metrics             # cached
         .summary() -> dict                # stable keys, see engine.sim.metrics.SUMMARY_KEYS

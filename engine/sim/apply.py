@@ -85,7 +85,7 @@ class Applier:
     charges: Charges
     segments: list[Segment]
     marked: set[str]
-    preempt_log: list[tuple[float, float]]
+    preempt_log: list[tuple[float, float, bool]]
     weight: dict[str, float]
     sched: Scheduler
     opt: SimOptions
@@ -147,7 +147,7 @@ class Applier:
         else:
             st.remaining -= kept
         st.lost += (elapsed - kept) * task.gpus
-        self.preempt_log.append((now, (elapsed - kept) * task.gpus))
+        self.preempt_log.append((now, (elapsed - kept) * task.gpus, st.allocated))
         st.preemptions += 1
         self.close(st, now, preempted=True)
         self.log(now, "preempt", task.id, f"by {a.preemptor or '-'}: {a.reason}")

@@ -134,7 +134,7 @@ class _Sim(Applier):
         self.measure_from = min(max(0.0, float(trace.meta.get("measure_from", 0.0))), self.horizon)
         self.measuring = False
         self.charged_before: dict[str, float] = {}
-        self.preempt_log: list[tuple[float, float]] = []  # (time, GPU-seconds lost)
+        self.preempt_log: list[tuple[float, float, bool]] = []  # (time, GPU-s lost, charged run)
         self.truncated = False  # stopped by SimOptions.wall_limit_s
         self.causes = (WaitCauses(self.measure_from, options.causes_every_s or self.interval)
                        if options.causes else None)

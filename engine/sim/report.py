@@ -59,7 +59,9 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     add("worst team (enough demand)", lambda s: pct(s["entitlement"]["worst_ratio"]) + (
         f" ({s['entitlement']['worst_team']})" if s["entitlement"].get("worst_team") else ""))
     add("preemptions", lambda s: str(s["preemptions"]))
+    add("  of runs charged to a budget", lambda s: str(s["preemptions_of_charged"]))
     add("GPU-h lost to preemption", lambda s: f"{s['gpu_hours']['lost_to_preemption']:.0f}")
+    add("  of runs charged to a budget", lambda s: f"{s['gpu_hours']['lost_of_charged']:.0f}")
     add("queued demand / capacity", lambda s: f"{s['demand_ratio']['queued_mean']:.2f}x")
     add("  lowest hour", lambda s: f"{s['demand_ratio'].get('queued_min', 0.0):.2f}x")
     add("scheduling passes", lambda s: str(s["decide_calls"]))
@@ -167,7 +169,10 @@ def markdown(summary: dict[str, Any], pictures: bool = True) -> str:
             "the free GPUs as they lie), *no pending work*, *unhealthy nodes* (out of service, "
             "outside occupancy).",
             "- **GPU-h lost** is run time thrown away by preemption (whole runs of non-resumable "
-            "work; checkpoint loss and restart overhead of resumable work).",
+            "work; checkpoint loss and restart overhead of resumable work). *Of runs charged to "
+            "a budget*: the part of the preemptions and of the loss that hit funded work as it ran "
+            "charged; the rest hit unallocated work, which runs free on GPUs nobody's budget "
+            "wants and is preempted first by design.",
             "- Pictures: `gantt.png` (one row per GPU, hue = team, hatched = preemptible, red = "
             "preempted), `usage.png` (delivered vs entitled per team), `waits.png` (wait CDFs)"
             + (", `waiting.png` (why work waited, per team and cause)" if any(

@@ -94,7 +94,8 @@ class SimResult:
     idle: dict[str, float] = field(default_factory=dict)  # GPU-seconds per engine.sim.idle bucket
     measure_from: float = 0.0  # end of the warm-up: metrics cover [measure_from, horizon]
     charged_before: dict[str, float] = field(default_factory=dict)  # charged during the warm-up
-    preempt_log: list[tuple[float, float]] = field(default_factory=list)  # (time, GPU-s lost)
+    # (time, GPU-s lost, whether the run was charged to a budget)
+    preempt_log: list[tuple[float, float, bool]] = field(default_factory=list)
     truncated: bool = False  # stopped early by SimOptions.wall_limit_s (horizon = where it got)
     # team -> cause -> GPU-seconds waited (engine.sim.causes; empty unless SimOptions.causes)
     waiting: dict[str, dict[str, float]] = field(default_factory=dict)

@@ -45,6 +45,8 @@ def test_budget_scheduler_golden():
     s = res.summary()
     assert s["preemptions"] == 1
     assert s["gpu_hours"]["lost_to_preemption"] == pytest.approx(1200 / 3600, abs=1e-2)
+    assert s["preemptions_of_charged"] == 1  # A1 ran charged to a
+    assert s["gpu_hours"]["lost_of_charged"] == s["gpu_hours"]["lost_to_preemption"]
     assert s["gpu_hours"]["charged"] == pytest.approx((30480 + 7200) / 3600, abs=1e-2)
     assert s["waits"]["overall"]["p50_s"] == 1500.0
 
@@ -159,3 +161,19 @@ def test_unhealthy_node_drains_at_min_runtime_and_is_repaired_once_empty():
         ("c-n0000", 0.0, 340.0), ("c-n0001", 340.0, 1460.0)]
     assert res.failures == [("c-n0000", 100.0, 340.0, 940.0)]
     assert {e.kind for e in res.events} >= {"fail", "cordon", "preempt", "repair"}
+
+
+def test_preempted_free_work_is_not_counted_as_charged():
+    # F1 is unallocated (no leaf): B1 preempts it at once at 600 (no protection); F1 keeps
+    # 600 - 300 s of progress and loses 300 s x 4 GPUs, none of it of a charged run
+    trace = Trace.of([
+        Task("F1", 0.0, 1, 4, 7200.0, "fred", leaf=None, min_runtime=0.0, resumable=True, klass="small"),
+        Task("B1", 600.0, 1, 4, 1800.0, "bob", leaf="b", min_runtime=1800.0, resumable=True, klass="small"),
+    ], meta={"horizon": 12000.0})
+    res = simulate(tiny_config(), trace, "budget")
+    assert (res.tasks["F1"].preemptions, res.tasks["B1"].wait) == (1, 0.0)
+    s = res.summary()
+    assert (s["preemptions"], s["preemptions_of_charged"]) == (1, 0)
+    assert s["gpu_hours"]["lost_to_preemption"] == pytest.approx(1200 / 3600, abs=1e-2)
+    assert s["gpu_hours"]["lost_of_charged"] == 0.0
+    assert s["gpu_hours"]["charged"] == pytest.approx(4 * 1800 / 3600, abs=1e-2)

@@ -48,6 +48,9 @@ def test_each_replay_is_shown_as_it_ran(shift_repo, capsys, tmp_path, monkeypatc
         state = json.loads(text)
         # every preempted run of the replay is in the state at its end: as many as the report's
         assert sum(1 for run in state["runs"] if run[6]) == overall["preemptions"][key]
+        # ... and those of runs charged to a budget (allocated) are the report's own count
+        assert sum(1 for run in state["runs"] if run[6] and run[5]) == \
+            overall["preemptions_of_charged"][key]
         shares[side] = {n["name"]: n["share_pct"] for n in state["config"]["tree"]}
     assert overall["preemptions"]["before"] != overall["preemptions"]["after"]
     # each side is its own revision's run (the head moves 10 points from code-assistant to agents)

@@ -74,10 +74,19 @@ def timeline(args: argparse.Namespace) -> int:
     if refused:
         raise UserError(refused)
     state = load_state(args)
-    job = job_id(state, args.job)
+    try:
+        job = job_id(state, args.job)
+        missing: UserError | None = None
+    except UserError as err:  # (not in the state at its time: it may have ended long before)
+        job, missing = args.job, err
     recorder = Recorder(job)
     simulated_state(args, scheduler=recorder.scheduler())
-    end = float(state.finished.get(job, {}).get("end", state.now))
+    if missing is not None and not recorder.spans:
+        raise UserError([Problem("JOB", 0, 0, f"no pass of the run up to t={state.now:g} saw a "
+                                 f"workload {job!r}", "give its whole id, as in the report's "
+                                 "tasks-*.csv or `allot queue --at TIME`", "not-found")])
+    end = float(state.finished.get(job, {}).get(
+        "end", state.now if recorder.gone_at is None else recorder.gone_at))
     if args.format == "json":
         print(json.dumps({"workload": job, "now": state.now, "end": end,
                           "spans": [s.to_dict() for s in recorder.spans], "notes": state.notes}, indent=2))

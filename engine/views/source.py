@@ -27,6 +27,7 @@ from typing import Callable
 
 from engine.commands import Checked, days, read_json, refused_flags, seconds_arg, seed, tasks
 from engine.commands.progress import ProgressLine, bar
+from engine.durations import format_duration
 from engine.errors import Problem, UserError
 from engine.sim.schedulers import Scheduler
 from engine.timestamps import readable_times
@@ -103,11 +104,19 @@ def _from_dict(data, where: str) -> ViewState:
 
 
 def job_id(state: ViewState, job: str) -> str:
-    """The workload id the command's ``JOB`` names (:meth:`ViewState.one`), or its problem."""
+    """The workload id the command's ``JOB`` names (:meth:`ViewState.one`), or its problem. A
+    simulated state keeps the work that ended only as far back as the lookback window, so its
+    hint says how to ask about older work."""
     try:
         return state.one(job)
     except NotFound as err:
-        raise UserError([Problem("JOB", 0, 0, str(err), "see `allot queue` for the ids", "not-found")]) from None
+        hint = "see `allot queue` for the ids"
+        if state.source == "sim":
+            hint += (f"; work that ended more than the lookback "
+                     f"({format_duration(state.config.policy.lookback_s)}) "
+                     f"before t={state.now:g} is not in the state: give --at a time it was queued or "
+                     "running, or use --timeline")
+        raise UserError([Problem("JOB", 0, 0, str(err), hint, "not-found")]) from None
 
 
 def for_people(state: ViewState, text: str) -> str:

@@ -61,6 +61,7 @@ class Recorder:
     def __init__(self, job: str):
         self.job = job
         self.spans: list[Span] = []
+        self.gone_at: float | None = None  # the first pass that no longer had it: it ended
 
     def scheduler(self) -> Scheduler:
         return replace(get_scheduler("budget"), decide=self)
@@ -69,6 +70,8 @@ class Recorder:
         d = decide(snapshot, config, now)
         status = d.statuses.get(self.job)
         if status is None:
+            if self.spans and self.gone_at is None:
+                self.gone_at = now
             return d
         nodes: tuple[str, ...] = ()
         until, short = None, 0

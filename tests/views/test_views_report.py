@@ -209,6 +209,28 @@ def test_a_job_s_timeline_follows_it_through_the_run(capsys, report):
     assert code == 1 and err.startswith("--timeline: needs a simulated run, not --state")
 
 
+def test_a_job_that_ended_before_the_state_s_window_is_still_found_by_its_timeline(capsys, tmp_path):
+    """A simulated state keeps ended work only as far back as the lookback (here 1 h of a
+    7.2 h run): explaining an older job says how to ask about it, and ``--timeline``, which
+    replays the whole run, follows it to its end."""
+    out = tmp_path / "out"
+    rows = _simulate(capsys, out, "--set", "fairShare.lookback=1h")
+    horizon = json.loads((out / "run.json").read_text())["horizon_s"]
+    old = [r for r in rows if r["state"] == "done" and float(r["end"]) < horizon - 2 * 3600]
+    job = max(old, key=lambda r: (int(r["preemptions"]), float(r["end"]) - float(r["first_start"]), r["id"]))
+    code, _, err = _run(capsys, "explain", job["id"], "--report", str(out))
+    assert code == 1 and f"no workload {job['id']!r}" in err
+    assert "is not in the state: give --at a time it was queued or running, or use --timeline" in err
+    code, text, err = _run(capsys, "explain", job["id"], "--report", str(out), "--timeline", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["workload"] == job["id"] and doc["spans"][0]["start"] >= float(job["submit"])
+    assert doc["spans"][-1]["state"] == "running"
+    assert doc["end"] == pytest.approx(float(job["end"]), abs=1e-3)  # when it ended, not the run's end
+    code, _, err = _run(capsys, "explain", "no-such-job", "--report", str(out), "--timeline")
+    assert code == 1 and "no pass of the run up to t=" in err and "'no-such-job'" in err
+
+
 def test_simulate_prints_the_worst_team_s_job_to_ask_about(capsys, tmp_path):
     out = tmp_path / "out"
     code, text, err = _run(capsys, "simulate", *SMALL, "--out", str(out))

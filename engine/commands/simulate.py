@@ -34,7 +34,7 @@ from pathlib import Path
 from engine import accel
 from engine.commands import (days, non_negative, output_dir, remove_outputs, runrecord, seconds_arg,
                              seed, tasks)
-from engine.commands.progress import ProgressLine, bar
+from engine.commands.progress import Progress
 from engine.commands.siminputs import (DEFAULT, SYNTHETIC_TASKS, build_experiment_inputs, sim_options,
                                        synthetic_shortfall)
 from engine.errors import Problem, UserError
@@ -111,38 +111,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "where the machine has the cores; 1: one after the other (same results) "
                         "[%(default)s]")
     p.set_defaults(func=run)
-
-
-class Progress:
-    """One progress line on stderr (:class:`ProgressLine`) with a bar per scheduler run, in the
-    order ``names``, whether the runs go one after the other or side by side; the line ends
-    once every run has reached its horizon."""
-
-    def __init__(self, enabled: bool, names: list[str]):
-        self.enabled = enabled
-        self.line = ProgressLine()
-        self.at: dict[str, tuple[float, float]] = {n: (0.0, 0.0) for n in names}
-        self.ended = False
-
-    def __call__(self, name: str, now: float, end: float) -> None:
-        if not self.enabled or self.ended:
-            return
-        self.at[name] = (now, end)
-        self._draw(all(e and t >= e for t, e in self.at.values()))
-
-    def finish(self) -> None:
-        """End the line once the runs are over, if the last reports did not (a run whose
-        horizon is 0 never reports progress past its start)."""
-        if self.enabled and not self.ended:
-            self._draw(True)
-
-    def _draw(self, final: bool) -> None:
-        parts = []
-        for n, (t, e) in self.at.items():
-            frac = min(1.0, t / e) if e else (1.0 if t else 0.0)
-            parts.append(f"{n} {bar(frac, 20)} day {t / 86400:.2f}")
-        self.line.draw("  ".join(parts), final=final)
-        self.ended = final
 
 
 def run(args: argparse.Namespace) -> int:

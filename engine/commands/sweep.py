@@ -40,10 +40,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.commands import output_dir, runrecord
-from engine.commands.progress import bar
+from engine.commands.progress import Progress, bar
 from engine.commands.siminputs import (build_experiment_inputs, knob_problems, knob_values,
                                        load_with_settings, sim_options)
-from engine.commands.simulate import Progress
 from engine.commands.sweepreport import heading, table_text, write
 from engine.errors import Problem, UserError
 
@@ -202,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class SweepProgress(Progress):
-    """:class:`~engine.commands.simulate.Progress` for a sweep, whose runs may outnumber what
+    """:class:`~engine.commands.progress.Progress` for a sweep, whose runs may outnumber what
     a line holds: how many are done, then a bar for each run going (e.g. ``sweep 2 of 6
     done  0.15 [#####  ] day 1.20  0.25 [##    ] day 0.40``)."""
 

@@ -41,25 +41,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from engine.impact.runs import Job, Progress, RunOutcome, simulate_all
-from engine.impact.window import DEFAULT_TRACE, bundled_mapping, load_replay_trace, window_for
+from engine.impact.window import (DEFAULT_TRACE, ReplaySpec, bundled_mapping, load_replay_trace,
+                                  window_for)
 from engine.model import Config
 from engine.sim.trace import Trace
 
 MIN_CHANGE_GPU_H = 0.05
-
-
-@dataclass(frozen=True)
-class ReplaySpec:
-    """What to replay: trace name or path, window, mapping, demand, seed."""
-
-    trace: str | None = None
-    days: float | None = None
-    start_day: float | None = None  # None: the default (see load_replay_trace)
-    mapping: str | None = None
-    demand_ratio: float | None = 1.1
-    seed: int = 0
-    parallel: bool = True  # run the two simulations in two processes
-    cadence: str = "watch"  # when passes run (engine.sim.engine.SimOptions): watch or interval
 
 
 @dataclass(frozen=True)

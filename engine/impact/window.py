@@ -1,18 +1,31 @@
 """Which part of which trace an impact replay replays, and how fast (steps 1 and 2 of
-:mod:`engine.impact.replay`): the trace from its start day, and the window of ``days``
-simulated days compressed to offer ``demand_ratio`` times the base capacity."""
+:mod:`engine.impact.replay`): what to replay (:class:`ReplaySpec`), the trace from its start
+day, and the window of ``days`` simulated days compressed to offer ``demand_ratio`` times the
+base capacity."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from engine.errors import Problem, UserError
 
-if TYPE_CHECKING:
-    from engine.impact.replay import ReplaySpec
-
 DEFAULT_TRACE = "philly"
 RAMP_UP_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """What to replay: trace name or path, window, mapping, demand, seed."""
+
+    trace: str | None = None
+    days: float | None = None
+    start_day: float | None = None  # None: the default (see load_replay_trace)
+    mapping: str | None = None
+    demand_ratio: float | None = 1.1
+    seed: int = 0
+    parallel: bool = True  # run the two simulations in two processes
+    cadence: str = "watch"  # when passes run (engine.sim.engine.SimOptions): watch or interval
 
 
 def load_replay_trace(spec: ReplaySpec):

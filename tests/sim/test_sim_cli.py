@@ -146,7 +146,7 @@ def test_progress_line_has_a_bar_per_run(capsys):
     """One line with a bar per scheduler run, in the order given, redrawn in place (runs side
     by side report in turns) and ended once every run reaches its end; a run not heard from
     yet shows empty; nothing at all when disabled."""
-    from engine.commands.simulate import Progress
+    from engine.commands.progress import Progress
 
     Progress(False, ["budget"])("budget", 10.0, 86400.0)
     assert capsys.readouterr().err == ""

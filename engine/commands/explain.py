@@ -75,13 +75,12 @@ def timeline(args: argparse.Namespace) -> int:
         raise UserError(refused)
     state = load_state(args)
     try:
-        job = job_id(state, args.job)
-        missing: UserError | None = None
-    except UserError as err:  # (not in the state at its time: it may have ended long before)
-        job, missing = args.job, err
+        job, in_state = job_id(state, args.job), True
+    except UserError:  # (not in the state at its time: it may have ended long before)
+        job, in_state = args.job, False
     recorder = Recorder(job)
     simulated_state(args, scheduler=recorder.scheduler())
-    if missing is not None and not recorder.spans:
+    if not in_state and not recorder.spans:
         raise UserError([Problem("JOB", 0, 0, f"no pass of the run up to t={state.now:g} saw a "
                                  f"workload {job!r}", "give its whole id, as in the report's "
                                  "tasks-*.csv or `allot queue --at TIME`", "not-found")])
